@@ -1,0 +1,68 @@
+"""The pure mathematics of biasleak: fairness queries, sensitivities, private releases, accounting.
+
+Nothing here imports SimPy, logs or touches files: functions take arrays and explicit state and
+return values; time, where it matters, comes in as an argument and randomness as a seeded
+:class:`numpy.random.Generator`. A researcher can use this subpackage without the simulator::
+
+    import numpy as np
+    from biasleak.mechanisms import metrics, release, sensitivity
+
+    sp = metrics.statistical_parity(predictions, protected=a)          # exact answer(s)
+    noisy = release.attribute_conceal(sp, n1=n1, n0=n0, m=1, epsilon=1.0,
+                                      rng=np.random.default_rng(0))    # eps-DP answer(s)
+
+Modules:
+
+- :mod:`~biasleak.mechanisms.metrics`: SP, |SP|, EO, |EO|, equalized odds, predictive parity,
+  vectorised over batches of models;
+- :mod:`~biasleak.mechanisms.sensitivity`: global, local and smooth sensitivities (with the
+  corrections to the paper's formulas documented there);
+- :mod:`~biasleak.mechanisms.release`: Laplace, Attribute-Conceal, smooth Laplace, Gaussian,
+  output bounding;
+- :mod:`~biasleak.mechanisms.accounting`: budgets with basic, advanced and KOV composition;
+- :mod:`~biasleak.mechanisms.audit`: private group counts and rates for audit reports
+  (add/remove-one-record adjacency).
+
+Neighbouring rule, unless a function says otherwise: two audit sets differ in ONE person's
+protected attribute; features and labels are shared.
+"""
+
+from biasleak.mechanisms import accounting, audit, metrics, release, sensitivity
+from biasleak.mechanisms.accounting import BudgetExceeded, Ledger, LedgerBook
+from biasleak.mechanisms.metrics import (
+    METRICS,
+    absolute_equal_opportunity,
+    absolute_statistical_parity,
+    equal_opportunity,
+    equalized_odds,
+    evaluate,
+    predictive_parity,
+    statistical_parity,
+)
+from biasleak.mechanisms.release import MECHANISMS, Release, attribute_conceal, laplace
+from biasleak.mechanisms.sensitivity import global_sensitivity, smooth_sensitivity
+
+__all__ = [
+    "MECHANISMS",
+    "METRICS",
+    "BudgetExceeded",
+    "Ledger",
+    "LedgerBook",
+    "Release",
+    "absolute_equal_opportunity",
+    "absolute_statistical_parity",
+    "accounting",
+    "attribute_conceal",
+    "audit",
+    "equal_opportunity",
+    "equalized_odds",
+    "evaluate",
+    "global_sensitivity",
+    "laplace",
+    "metrics",
+    "predictive_parity",
+    "release",
+    "sensitivity",
+    "smooth_sensitivity",
+    "statistical_parity",
+]

@@ -1,0 +1,427 @@
+r"""Privacy accounting: a ledger that charges each release and refuses to overspend.
+
+Every differentially private answer spends part of a privacy budget ``(epsilon, delta)``. A
+:class:`Ledger` records each charge, reports what is spent and what remains, and raises
+:class:`BudgetExceeded` - leaving itself unchanged - for a charge that would go over the budget.
+Overspending is never silent and a refused charge costs nothing.
+
+Composition (how charges add up), chosen with ``composition=``:
+
+``"basic"``
+    ``(sum eps_i, sum delta_i)``. Exact: each eps is read as the shortest decimal that round-trips
+    the float (``0.1`` is 1/10) and summed in rational arithmetic, so 100 charges of 0.1 are
+    exactly 10 - never below, and a budget of 10 holds exactly 100 of them.
+``"advanced"``
+    Dwork, Rothblum and Vadhan (2010), for heterogeneous charges:
+    ``eps = sqrt(2 ln(1/delta') sum eps_i^2) + sum eps_i (e^{eps_i} - 1)`` with
+    ``delta = sum delta_i + delta'``; the ledger uses whichever of this and basic composition is
+    smaller (both are valid guarantees).
+``"kov"``
+    Kairouz, Oh and Viswanath (2015): the closed-form heterogeneous bound of their Theorem 3.5,
+    and, while every charge is the same (eps, delta), the exact optimal composition of their
+    Theorem 3.3; again the smallest valid bound is used.
+
+``delta'`` (``slack``) is the part of the delta budget the advanced theorems may use; it defaults
+to half the ledger's delta budget, so those compositions need ``delta > 0``.
+
+A :class:`LedgerBook` keeps one ledger per developer identity or per organisation (all
+identities of an organisation share its ledger, so Sybil identities gain nothing).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Final, Literal
+
+import numpy as np
+from scipy import special
+
+from biasleak.mechanisms._validation import (
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_int,
+)
+
+__all__ = [
+    "COMPOSITIONS",
+    "BudgetExceeded",
+    "Charge",
+    "Ledger",
+    "LedgerBook",
+    "basic_composition",
+    "drv_composition",
+    "kov_composition",
+    "kov_optimal_homogeneous",
+]
+
+Composition = Literal["basic", "advanced", "kov"]
+COMPOSITIONS: Final[tuple[str, ...]] = ("basic", "advanced", "kov")
+
+BUDGET_EXCEEDED: Final = (
+    "charging (epsilon={epsilon!r}, delta={delta!r}) would spend (epsilon={new_eps:.6g}, "
+    "delta={new_delta:.3g}) under {composition} composition, over the budget "
+    "(epsilon={budget_eps!r}, delta={budget_delta!r}); spent so far: (epsilon={spent:.6g}, "
+    "delta={spent_delta:.3g}). Nothing was charged"
+)
+EXACT_ANSWER: Final = (
+    "an exact answer (epsilon = inf) cannot be charged to a finite budget "
+    "(epsilon={budget_eps!r}); nothing was charged"
+)
+NEEDS_SLACK: Final = (
+    "{composition!r} composition needs a delta budget > 0 to hold its slack delta'; received "
+    "delta={delta!r}. Use composition='basic' for pure eps-DP budgets"
+)
+SLACK_RANGE: Final = "slack must lie in (0, delta] = (0, {delta!r}]; received {slack!r}"
+
+
+class BudgetExceeded(ValueError):
+    """A charge would exceed the ledger's privacy budget; the ledger is unchanged."""
+
+
+def _exact(x: float) -> Fraction:
+    """The shortest decimal that round-trips ``x``, as an exact fraction (0.1 -> 1/10)."""
+    return Fraction(repr(float(x)))
+
+
+def _up(x: Fraction | float) -> float:
+    """Round to a float, never down."""
+    f = float(x)
+    if isinstance(x, Fraction) and Fraction(f) < x:
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+def _pad(x: float) -> float:
+    """Round a float computed with transcendental functions up by a few units in the last place."""
+    return x + abs(x) * 1e-12 + 5e-324 if math.isfinite(x) else x
+
+
+def basic_composition(
+    epsilons: Sequence[float], deltas: Sequence[float] = ()
+) -> tuple[float, float]:
+    """Basic composition: ``(sum eps_i, sum delta_i)``, summed exactly and rounded up."""
+    eps = sum((_exact(e) for e in epsilons), Fraction(0))
+    dlt = sum((_exact(d) for d in deltas), Fraction(0))
+    return _up(eps), _up(dlt)
+
+
+def drv_composition(
+    epsilons: Sequence[float], deltas: Sequence[float] = (), *, slack: float
+) -> tuple[float, float]:
+    r"""Advanced composition (Dwork, Rothblum and Vadhan 2010; Dwork and Roth, Thm 3.20).
+
+    For adaptive composition of (eps_i, delta_i)-DP mechanisms and any ``delta' > 0``:
+
+    .. math:: \varepsilon = \sqrt{2 \ln(1/\delta') \textstyle\sum_i \varepsilon_i^2}
+              + \textstyle\sum_i \varepsilon_i (e^{\varepsilon_i} - 1),
+              \qquad \delta = \textstyle\sum_i \delta_i + \delta' .
+    """
+    s = check_delta(slack, name="slack")
+    e = np.asarray(epsilons, dtype=np.float64)
+    sq = math.fsum((e * e).tolist())
+    eps = math.sqrt(2.0 * math.log(1.0 / s) * sq) + math.fsum((e * np.expm1(e)).tolist())
+    return _pad(eps), _pad(math.fsum(deltas) + s)
+
+
+def kov_composition(
+    epsilons: Sequence[float], deltas: Sequence[float] = (), *, slack: float
+) -> tuple[float, float]:
+    r"""Kairouz, Oh and Viswanath (2015), Theorem 3.5 (heterogeneous, closed form).
+
+    .. math:: \varepsilon = \min\Big\{\sum \varepsilon_i,\;
+        F + \sqrt{2 \sum\varepsilon_i^2 \ln\big(e + \sqrt{\sum\varepsilon_i^2}/\tilde\delta\big)},\;
+        F + \sqrt{2 \sum\varepsilon_i^2 \ln(1/\tilde\delta)}\Big\}, \quad
+        F = \sum \frac{(e^{\varepsilon_i} - 1)\varepsilon_i}{e^{\varepsilon_i} + 1}
+
+    with ``delta = 1 - (1 - delta~) prod (1 - delta_i)``.
+    """
+    s = check_delta(slack, name="slack")
+    e = np.asarray(epsilons, dtype=np.float64)
+    sq = math.fsum((e * e).tolist())
+    first = math.fsum((e * np.tanh(e / 2.0)).tolist())  # (e^x - 1)/(e^x + 1) = tanh(x/2)
+    bounds = [
+        math.fsum(e.tolist()),
+        first + math.sqrt(2.0 * sq * math.log(math.e + math.sqrt(sq) / s)),
+        first + math.sqrt(2.0 * sq * math.log(1.0 / s)),
+    ]
+    d = np.asarray(deltas, dtype=np.float64)
+    total_delta = -math.expm1(math.log1p(-s) + float(np.sum(np.log1p(-d))))
+    return _pad(min(bounds)), _pad(total_delta)
+
+
+def kov_optimal_homogeneous(
+    epsilon: float, delta: float, k: int, *, delta_budget: float
+) -> tuple[float, float]:
+    r"""Exact optimal k-fold composition of one (eps, delta) mechanism (KOV 2015, Theorem 3.3).
+
+    For ``i = 0, ..., floor(k/2)`` the composition is
+    ``((k - 2i) eps, 1 - (1 - delta)^k (1 - delta_i))``-DP with
+
+    .. math:: \delta_i = \frac{\sum_{l=0}^{i-1} \binom{k}{l}
+              \big(e^{(k-l)\varepsilon} - e^{(k-2i+l)\varepsilon}\big)}{(1 + e^\varepsilon)^k}.
+
+    Returns the smallest such eps whose total delta is at most ``delta_budget`` (computed in log
+    space), or ``(k eps, 1 - (1 - delta)^k)`` (i = 0) when no other i fits.
+    """
+    eps = check_epsilon(epsilon, allow_inf=False)
+    d = check_delta(delta, allow_zero=True)
+    k_ = check_int(k, name="k", minimum=1)
+    budget = check_delta(delta_budget, name="delta_budget", allow_zero=True)
+    log_norm = k_ * float(np.logaddexp(0.0, eps))
+    log_keep = k_ * math.log1p(-d)
+
+    def total_delta(i: int) -> float:
+        if i == 0:
+            return -math.expm1(log_keep)
+        l_ = np.arange(i, dtype=np.float64)
+        log_binom = special.gammaln(k_ + 1) - special.gammaln(l_ + 1) - special.gammaln(k_ - l_ + 1)
+        # e^{(k-l)eps} - e^{(k-2i+l)eps} = e^{(k-l)eps} (1 - e^{-2(i-l)eps})
+        log_terms = log_binom + (k_ - l_) * eps + np.log(-np.expm1(-2.0 * (i - l_) * eps))
+        delta_i = math.exp(float(special.logsumexp(log_terms)) - log_norm)
+        return -math.expm1(log_keep + math.log1p(-min(delta_i, 1.0)))
+
+    lo, hi = 0, k_ // 2  # total_delta increases with i: find the largest i within budget
+    if total_delta(0) > budget:
+        return _pad(k_ * eps), _pad(total_delta(0))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if total_delta(mid) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return _pad((k_ - 2 * lo) * eps), _pad(total_delta(lo))
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One accepted charge."""
+
+    epsilon: float
+    delta: float
+
+
+class Ledger:
+    """A privacy budget that records charges and refuses to be overspent.
+
+    Parameters
+    ----------
+    epsilon : float
+        Total epsilon budget (> 0; ``math.inf`` tracks spending without a limit).
+    delta : float
+        Total delta budget in [0, 1).
+    composition : {"basic", "advanced", "kov"}
+        How charges add up (see the module docstring).
+    slack : float, optional
+        The delta' of advanced composition; defaults to ``delta / 2``.
+
+    Examples
+    --------
+    >>> ledger = Ledger(10.0)
+    >>> for _ in range(100):
+    ...     _ = ledger.charge(0.1)
+    >>> ledger.spent, ledger.remaining
+    (10.0, 0.0)
+    >>> ledger.charge(0.1)
+    Traceback (most recent call last):
+    ...
+    biasleak.mechanisms.accounting.BudgetExceeded: charging (epsilon=0.1, delta=0.0) would ...
+    """
+
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float = 0.0,
+        composition: Composition | str = "basic",
+        *,
+        slack: float | None = None,
+    ) -> None:
+        self.epsilon: Final[float] = check_epsilon(epsilon, name="epsilon")
+        """The epsilon budget."""
+        self.delta: Final[float] = check_delta(delta, name="delta", allow_zero=True)
+        """The delta budget."""
+        self.composition: Final[str] = check_choice(composition, COMPOSITIONS, name="composition")
+        """How charges compose."""
+        if self.composition != "basic":
+            if self.delta == 0.0:
+                raise ValueError(NEEDS_SLACK.format(composition=self.composition, delta=delta))
+            s = self.delta / 2.0 if slack is None else float(slack)
+            if not (0.0 < s <= self.delta):
+                raise ValueError(SLACK_RANGE.format(delta=self.delta, slack=slack))
+            self.slack: float = s
+            """The delta' reserved for advanced composition (0 for basic)."""
+        else:
+            self.slack = 0.0
+        self._charges: list[Charge] = []
+        self._eps_sum = Fraction(0)
+        self._delta_sum = Fraction(0)
+        self._inf = False  # an exact answer was charged to an unlimited ledger
+        self._spent: tuple[float, float] = (0.0, 0.0)
+
+    # -- what has been spent -------------------------------------------------------------------
+
+    @property
+    def charges(self) -> tuple[Charge, ...]:
+        """Every accepted charge, in order."""
+        return tuple(self._charges)
+
+    @property
+    def spent(self) -> float:
+        """Epsilon spent so far under the ledger's composition (never rounded down)."""
+        return self._spent[0]
+
+    @property
+    def spent_delta(self) -> float:
+        """Delta spent so far (including the slack once advanced composition is in use)."""
+        return self._spent[1]
+
+    @property
+    def remaining(self) -> float:
+        """Epsilon left (never rounded up; 0.0 when exhausted)."""
+        if math.isinf(self.epsilon):
+            return math.inf
+        if self.composition == "basic":
+            left = _exact(self.epsilon) - self._eps_sum
+            f = float(left)
+            if Fraction(f) > left:
+                f = math.nextafter(f, -math.inf)
+            return max(f, 0.0)
+        return max(self.epsilon - self.spent, 0.0)
+
+    @property
+    def remaining_delta(self) -> float:
+        """Delta left."""
+        return max(self.delta - self.spent_delta, 0.0)
+
+    def __repr__(self) -> str:
+        return (
+            f"Ledger(epsilon={self.epsilon!r}, delta={self.delta!r}, "
+            f"composition={self.composition!r}, spent={self.spent!r}, "
+            f"charges={len(self._charges)})"
+        )
+
+    # -- charging ------------------------------------------------------------------------------
+
+    def _compose(
+        self, charges: Sequence[Charge], eps_sum: Fraction, delta_sum: Fraction
+    ) -> tuple[float, float, bool]:
+        """(eps, delta, within budget) of the best valid bound for these charges."""
+        basic = (_up(eps_sum), _up(delta_sum))
+        basic_ok = eps_sum <= _exact(self.epsilon) if math.isfinite(self.epsilon) else True
+        basic_ok = basic_ok and delta_sum <= _exact(self.delta)
+        candidates = [(basic[0], basic[1], basic_ok)]
+        if self.composition != "basic" and charges:
+            eps = [c.epsilon for c in charges]
+            dl = [c.delta for c in charges]
+            bounds = [drv_composition(eps, dl, slack=self.slack)]
+            if self.composition == "kov":
+                bounds.append(kov_composition(eps, dl, slack=self.slack))
+                first = charges[0]
+                if all(c == first for c in charges):
+                    bounds.append(
+                        kov_optimal_homogeneous(
+                            first.epsilon, first.delta, len(charges), delta_budget=self.delta
+                        )
+                    )
+            for e, d in bounds:
+                candidates.append((e, d, e <= self.epsilon and d <= self.delta))
+        fitting = [c for c in candidates if c[2]]
+        if fitting:
+            return min(fitting)
+        return min(candidates)[0], min(candidates)[1], False
+
+    def can_afford(self, epsilon: float, delta: float = 0.0) -> bool:
+        """Whether :meth:`charge` would accept this charge (nothing is charged)."""
+        try:
+            self._plan(epsilon, delta)
+        except BudgetExceeded:
+            return False
+        return True
+
+    def _plan(self, epsilon: float, delta: float) -> tuple[Charge, Fraction, Fraction, tuple]:
+        eps = check_epsilon(epsilon, name="epsilon")
+        dlt = check_delta(delta, name="delta", allow_zero=True)
+        if math.isinf(eps):
+            if math.isfinite(self.epsilon):
+                raise BudgetExceeded(EXACT_ANSWER.format(budget_eps=self.epsilon))
+            return Charge(eps, dlt), self._eps_sum, self._delta_sum, (math.inf, 0.0, True)
+        charge = Charge(eps, dlt)
+        eps_sum = self._eps_sum + _exact(eps)
+        delta_sum = self._delta_sum + _exact(dlt)
+        result = self._compose([*self._charges, charge], eps_sum, delta_sum)
+        if not result[2]:
+            raise BudgetExceeded(
+                BUDGET_EXCEEDED.format(
+                    epsilon=epsilon,
+                    delta=delta,
+                    new_eps=result[0],
+                    new_delta=result[1],
+                    composition=self.composition,
+                    budget_eps=self.epsilon,
+                    budget_delta=self.delta,
+                    spent=self.spent,
+                    spent_delta=self.spent_delta,
+                )
+            )
+        return charge, eps_sum, delta_sum, result
+
+    def charge(self, epsilon: float, delta: float = 0.0) -> Charge:
+        """Charge one release; raise :class:`BudgetExceeded` (and change nothing) if over budget."""
+        charge, eps_sum, delta_sum, result = self._plan(epsilon, delta)
+        self._charges.append(charge)
+        if math.isinf(charge.epsilon):
+            self._inf = True
+        self._eps_sum, self._delta_sum = eps_sum, delta_sum
+        self._spent = (math.inf, result[1]) if self._inf else (result[0], result[1])
+        return charge
+
+
+Scope = Literal["identity", "organization"]
+SCOPES: Final[tuple[str, ...]] = ("identity", "organization")
+
+
+class LedgerBook:
+    """Ledgers with one budget each, kept per developer identity or per organisation.
+
+    With ``scope="organization"`` every identity of an organisation draws on the same ledger.
+    """
+
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float = 0.0,
+        composition: Composition | str = "basic",
+        *,
+        scope: Scope | str = "identity",
+        slack: float | None = None,
+    ) -> None:
+        self.scope: Final[str] = check_choice(scope, SCOPES, name="scope")
+        """Whether budgets are per identity or per organisation."""
+        Ledger(epsilon, delta, composition, slack=slack)  # validate the parameters once
+        self._params = (epsilon, delta, composition, slack)
+        self._ledgers: dict[str, Ledger] = {}
+
+    def key(self, *, identity: str, organization: str) -> str:
+        """The ledger key a developer's charges go to."""
+        return identity if self.scope == "identity" else organization
+
+    def ledger(self, *, identity: str, organization: str) -> Ledger:
+        """The ledger for this developer (created with the full budget on first use)."""
+        k = self.key(identity=identity, organization=organization)
+        if k not in self._ledgers:
+            eps, dlt, comp, slack = self._params
+            self._ledgers[k] = Ledger(eps, dlt, comp, slack=slack)
+        return self._ledgers[k]
+
+    def charge(
+        self, *, identity: str, organization: str, epsilon: float, delta: float = 0.0
+    ) -> Charge:
+        """Charge the developer's ledger (raises :class:`BudgetExceeded` when over budget)."""
+        return self.ledger(identity=identity, organization=organization).charge(epsilon, delta)
+
+    def items(self) -> list[tuple[str, Ledger]]:
+        """(key, ledger) pairs, sorted by key."""
+        return sorted(self._ledgers.items())
