@@ -31,10 +31,11 @@ identities of an organisation share its ledger, so Sybil identities gain nothing
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 from scipy import special
@@ -87,17 +88,38 @@ def _exact(x: float) -> Fraction:
     return Fraction(repr(float(x)))
 
 
-def _up(x: Fraction | float) -> float:
-    """Round to a float, never down."""
+_FLOAT_MAX: Final = Fraction(sys.float_info.max)
+
+
+def _up(x: Fraction) -> float:
+    """The float that stands for ``x`` (its repr is read back as a decimal), never below it.
+
+    ``3/10`` becomes ``0.3``, whose repr is the decimal 0.3; a sum with no short decimal form is
+    rounded up to the next float. Sums beyond the float range become ``inf``.
+    """
+    if x > _FLOAT_MAX:
+        return math.inf
     f = float(x)
-    if isinstance(x, Fraction) and Fraction(f) < x:
+    if _exact(f) < x:
         f = math.nextafter(f, math.inf)
+    return f
+
+
+def _down(x: Fraction) -> float:
+    """Like :func:`_up`, never above ``x``."""
+    if x > _FLOAT_MAX:
+        return math.inf
+    f = float(x)
+    if _exact(f) > x:
+        f = math.nextafter(f, -math.inf)
     return f
 
 
 def _pad(x: float) -> float:
     """Round a float computed with transcendental functions up by a few units in the last place."""
-    return x + abs(x) * 1e-12 + 5e-324 if math.isfinite(x) else x
+    if x == 0.0 or not math.isfinite(x):
+        return x
+    return x + abs(x) * 1e-12
 
 
 def basic_composition(
@@ -123,8 +145,10 @@ def drv_composition(
     s = check_delta(slack, name="slack")
     e = np.asarray(epsilons, dtype=np.float64)
     sq = math.fsum((e * e).tolist())
-    eps = math.sqrt(2.0 * math.log(1.0 / s) * sq) + math.fsum((e * np.expm1(e)).tolist())
-    return _pad(eps), _pad(math.fsum(deltas) + s)
+    with np.errstate(over="ignore"):
+        lin = math.fsum((e * np.expm1(e)).tolist())
+    eps = math.sqrt(2.0 * math.log(1.0 / s) * sq) + lin
+    return _pad(eps), _up(sum((_exact(d) for d in deltas), _exact(s)))
 
 
 def kov_composition(
@@ -149,6 +173,8 @@ def kov_composition(
         first + math.sqrt(2.0 * sq * math.log(1.0 / s)),
     ]
     d = np.asarray(deltas, dtype=np.float64)
+    if not np.any(d):
+        return _pad(min(bounds)), s  # 1 - (1 - s) * 1 is s exactly
     total_delta = -math.expm1(math.log1p(-s) + float(np.sum(np.log1p(-d))))
     return _pad(min(bounds)), _pad(total_delta)
 
@@ -216,7 +242,16 @@ class Ledger:
     composition : {"basic", "advanced", "kov"}
         How charges add up (see the module docstring).
     slack : float, optional
-        The delta' of advanced composition; defaults to ``delta / 2``.
+        The delta' of advanced composition, in (0, delta]; defaults to ``delta / 2``. Only for
+        "advanced" and "kov".
+
+    Notes
+    -----
+    ``spent`` is the smallest valid bound for the charges so far, but never less than it was
+    before (a bound for more charges is also one for fewer, and the exact KOV bound can be tighter
+    for k + 1 charges than for k). The advanced theorems bound a sequence of charges whose sizes
+    are fixed in advance; when a caller chooses the sizes adaptively, only basic composition is
+    guaranteed (privacy filters, Rogers et al. 2016).
 
     Examples
     --------
@@ -245,20 +280,29 @@ class Ledger:
         """The delta budget."""
         self.composition: Final[str] = check_choice(composition, COMPOSITIONS, name="composition")
         """How charges compose."""
-        if self.composition != "basic":
-            if self.delta == 0.0:
-                raise ValueError(NEEDS_SLACK.format(composition=self.composition, delta=delta))
-            s = self.delta / 2.0 if slack is None else float(slack)
-            if not (0.0 < s <= self.delta):
-                raise ValueError(SLACK_RANGE.format(delta=self.delta, slack=slack))
-            self.slack: float = s
+        if self.composition == "basic":
+            if slack is not None:
+                raise ValueError(
+                    f"slack is the delta' of advanced composition; composition='basic' takes "
+                    f"none (received {slack!r})"
+                )
+            self.slack: float = 0.0
             """The delta' reserved for advanced composition (0 for basic)."""
         else:
-            self.slack = 0.0
+            if self.delta == 0.0:
+                raise ValueError(NEEDS_SLACK.format(composition=self.composition, delta=delta))
+            s = self.delta / 2.0 if slack is None else check_delta(slack, name="slack")
+            if not (0.0 < s <= self.delta):
+                raise ValueError(SLACK_RANGE.format(delta=self.delta, slack=slack))
+            self.slack = s
         self._charges: list[Charge] = []
         self._eps_sum = Fraction(0)
         self._delta_sum = Fraction(0)
+        # Running sums for the advanced bounds: sum eps^2, sum eps (e^eps - 1),
+        # sum eps tanh(eps/2), sum log(1 - delta).
+        self._sums = (0.0, 0.0, 0.0, 0.0)
         self._inf = False  # an exact answer was charged to an unlimited ledger
+        self._homog = True  # every finite charge so far is the same (eps, delta)
         self._spent: tuple[float, float] = (0.0, 0.0)
 
     # -- what has been spent -------------------------------------------------------------------
@@ -284,11 +328,7 @@ class Ledger:
         if math.isinf(self.epsilon):
             return math.inf
         if self.composition == "basic":
-            left = _exact(self.epsilon) - self._eps_sum
-            f = float(left)
-            if Fraction(f) > left:
-                f = math.nextafter(f, -math.inf)
-            return max(f, 0.0)
+            return max(_down(_exact(self.epsilon) - self._eps_sum), 0.0)
         return max(self.epsilon - self.spent, 0.0)
 
     @property
@@ -305,33 +345,41 @@ class Ledger:
 
     # -- charging ------------------------------------------------------------------------------
 
-    def _compose(
-        self, charges: Sequence[Charge], eps_sum: Fraction, delta_sum: Fraction
-    ) -> tuple[float, float, bool]:
-        """(eps, delta, within budget) of the best valid bound for these charges."""
-        basic = (_up(eps_sum), _up(delta_sum))
-        basic_ok = eps_sum <= _exact(self.epsilon) if math.isfinite(self.epsilon) else True
-        basic_ok = basic_ok and delta_sum <= _exact(self.delta)
-        candidates = [(basic[0], basic[1], basic_ok)]
-        if self.composition != "basic" and charges:
-            eps = [c.epsilon for c in charges]
-            dl = [c.delta for c in charges]
-            bounds = [drv_composition(eps, dl, slack=self.slack)]
-            if self.composition == "kov":
-                bounds.append(kov_composition(eps, dl, slack=self.slack))
-                first = charges[0]
-                if all(c == first for c in charges):
-                    bounds.append(
-                        kov_optimal_homogeneous(
-                            first.epsilon, first.delta, len(charges), delta_budget=self.delta
-                        )
-                    )
-            for e, d in bounds:
-                candidates.append((e, d, e <= self.epsilon and d <= self.delta))
-        fitting = [c for c in candidates if c[2]]
-        if fitting:
-            return min(fitting)
-        return min(candidates)[0], min(candidates)[1], False
+    def _bounds(
+        self,
+        k: int,
+        eps_sum: Fraction,
+        delta_sum: Fraction,
+        sums: tuple[float, ...],
+        homogeneous: Charge | None,
+    ) -> list[tuple[float, float, bool]]:
+        """Every valid (eps, delta) bound for the charges, with whether it fits the budget."""
+        fits_eps = math.isinf(self.epsilon) or eps_sum <= _exact(self.epsilon)
+        out = [(_up(eps_sum), _up(delta_sum), fits_eps and delta_sum <= _exact(self.delta))]
+        if self.composition == "basic" or k == 0:
+            return out
+        sq, drv_lin, kov_lin, log_keep = sums
+        s = self.slack
+        log_inv = math.log(1.0 / s)
+        drv = _pad(math.sqrt(2.0 * log_inv * sq) + drv_lin)
+        drv_delta = delta_sum + _exact(s)
+        out.append((drv, _up(drv_delta), drv <= self.epsilon and drv_delta <= _exact(self.delta)))
+        if self.composition == "kov":
+            kov = _pad(
+                min(
+                    float(eps_sum),
+                    kov_lin + math.sqrt(2.0 * sq * math.log(math.e + math.sqrt(sq) / s)),
+                    kov_lin + math.sqrt(2.0 * sq * log_inv),
+                )
+            )
+            kov_delta = s if delta_sum == 0 else _pad(-math.expm1(math.log1p(-s) + log_keep))
+            out.append((kov, kov_delta, kov <= self.epsilon and kov_delta <= self.delta))
+            if homogeneous is not None:
+                e, d = kov_optimal_homogeneous(
+                    homogeneous.epsilon, homogeneous.delta, k, delta_budget=self.delta
+                )
+                out.append((e, d, e <= self.epsilon and d <= self.delta))
+        return out
 
     def can_afford(self, epsilon: float, delta: float = 0.0) -> bool:
         """Whether :meth:`charge` would accept this charge (nothing is charged)."""
@@ -341,24 +389,44 @@ class Ledger:
             return False
         return True
 
-    def _plan(self, epsilon: float, delta: float) -> tuple[Charge, Fraction, Fraction, tuple]:
+    def _plan(self, epsilon: float, delta: float) -> tuple[Charge, dict[str, Any]]:
         eps = check_epsilon(epsilon, name="epsilon")
         dlt = check_delta(delta, name="delta", allow_zero=True)
+        charge = Charge(eps, dlt)
+        delta_sum = self._delta_sum + _exact(dlt)
         if math.isinf(eps):
             if math.isfinite(self.epsilon):
                 raise BudgetExceeded(EXACT_ANSWER.format(budget_eps=self.epsilon))
-            return Charge(eps, dlt), self._eps_sum, self._delta_sum, (math.inf, 0.0, True)
-        charge = Charge(eps, dlt)
+            if delta_sum > _exact(self.delta):
+                raise BudgetExceeded(
+                    f"delta {dlt!r} would take the delta spent to {_up(delta_sum):.3g}, over the "
+                    f"budget {self.delta!r}; nothing was charged"
+                )
+            return charge, {
+                "inf": True,
+                "delta_sum": delta_sum,
+                "spent": (math.inf, max(_up(delta_sum), self._spent[1])),
+            }
         eps_sum = self._eps_sum + _exact(eps)
-        delta_sum = self._delta_sum + _exact(dlt)
-        result = self._compose([*self._charges, charge], eps_sum, delta_sum)
-        if not result[2]:
+        sq, drv_lin, kov_lin, log_keep = self._sums
+        sums = (
+            sq + eps * eps,
+            drv_lin + eps * (math.expm1(eps) if eps < 700.0 else math.inf),
+            kov_lin + eps * math.tanh(eps / 2.0),
+            log_keep + math.log1p(-dlt),
+        )
+        same = not self._charges or (self._homog and charge == self._charges[0])
+        homogeneous = charge if same else None
+        bounds = self._bounds(len(self._charges) + 1, eps_sum, delta_sum, sums, homogeneous)
+        fitting = [b for b in bounds if b[2]]
+        if not fitting:
+            best = min(bounds)
             raise BudgetExceeded(
                 BUDGET_EXCEEDED.format(
                     epsilon=epsilon,
                     delta=delta,
-                    new_eps=result[0],
-                    new_delta=result[1],
+                    new_eps=best[0],
+                    new_delta=best[1],
                     composition=self.composition,
                     budget_eps=self.epsilon,
                     budget_delta=self.delta,
@@ -366,16 +434,34 @@ class Ledger:
                     spent_delta=self.spent_delta,
                 )
             )
-        return charge, eps_sum, delta_sum, result
+        best = min(fitting)
+        previous = self._spent
+        spent = (
+            (math.inf, best[1])
+            if self._inf
+            else ((best[0], best[1]) if best[0] >= previous[0] else previous)
+        )
+        return charge, {
+            "inf": False,
+            "delta_sum": delta_sum,
+            "eps_sum": eps_sum,
+            "sums": sums,
+            "homogeneous": homogeneous is not None,
+            "spent": spent,
+        }
 
     def charge(self, epsilon: float, delta: float = 0.0) -> Charge:
         """Charge one release; raise :class:`BudgetExceeded` (and change nothing) if over budget."""
-        charge, eps_sum, delta_sum, result = self._plan(epsilon, delta)
+        charge, plan = self._plan(epsilon, delta)
         self._charges.append(charge)
-        if math.isinf(charge.epsilon):
+        self._delta_sum = plan["delta_sum"]
+        self._spent = plan["spent"]
+        if plan["inf"]:
             self._inf = True
-        self._eps_sum, self._delta_sum = eps_sum, delta_sum
-        self._spent = (math.inf, result[1]) if self._inf else (result[0], result[1])
+        else:
+            self._eps_sum = plan["eps_sum"]
+            self._sums = plan["sums"]
+            self._homog = plan["homogeneous"]
         return charge
 
 

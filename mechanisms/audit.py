@@ -86,7 +86,7 @@ def laplace_tail_probability(scale: float, t: float) -> float:
 def laplace_tail_threshold(scale: float, p: float) -> float:
     """The ``t`` with ``P(|Z| > t) = p`` for one Laplace noise term: ``t = b ln(1/p)``."""
     b = check_positive(scale, name="scale")
-    if not (isinstance(p, int | float) and 0.0 < p < 1.0):
+    if isinstance(p, bool) or not (isinstance(p, int | float | np.floating) and 0.0 < p < 1.0):
         raise ValueError(f"p must lie in (0, 1); received {p!r}")
     return b * math.log(1.0 / p)
 
@@ -125,6 +125,11 @@ def rates(counts: ArrayLike, denominators: ArrayLike) -> NDArray[np.float64]:
     ``counts`` may be noisy (fractional, even negative); denominators must be > 0.
     """
     c = np.array(counts, dtype=np.float64, ndmin=1)
+    if not np.all(np.isfinite(c)):
+        raise ValueError(
+            f"counts must be finite (released counts may be negative or fractional); received "
+            f"{counts!r}"
+        )
     d = np.array(denominators, dtype=np.float64, ndmin=1)
     if d.shape != c.shape or not np.all(np.isfinite(d)) or np.any(d <= 0):
         raise ValueError(DENOMINATORS_INVALID.format(values=denominators, k=c.size))

@@ -125,7 +125,7 @@ class Release:
     """
 
     values: NDArray[np.float64]
-    """The released answers, same shape as the exact values."""
+    """The released answers, same shape as the exact values (0-d for a scalar)."""
     mechanism: str
     """Name of the mechanism (one of :data:`MECHANISMS`)."""
     epsilon: float
@@ -143,7 +143,12 @@ class Release:
 
 
 def _values(values: ArrayLike, m: int | None) -> NDArray[np.float64]:
-    v = np.array(values, dtype=np.float64, ndmin=1)
+    try:
+        v = np.array(values, dtype=np.float64, ndmin=1)
+    except (TypeError, ValueError):
+        raise ValueError(VALUES_NOT_FINITE.format(values=values)) from None
+    if v.size == 0:
+        raise ValueError("values must hold at least one exact answer; received none")
     if m is not None and v.size != m:
         raise ValueError(VALUES_SIZE.format(m=m, size=v.size, shape=np.shape(values)))
     if not np.all(np.isfinite(v)):
@@ -176,13 +181,19 @@ def _add_noise(
         out = v.copy()
     elif bounding == "truncate":
         dist = {"laplace": stats.laplace, "cauchy": stats.cauchy}[family]
-        lo_p = dist.cdf(low, loc=v, scale=scale)
-        hi_p = dist.cdf(high, loc=v, scale=scale)
         u = rng.uniform(size=v.shape)
-        out = dist.ppf(lo_p + u * (hi_p - lo_p), loc=v, scale=scale)
-        # When the range holds under ~1e-9 of the mass, the conditioned law is uniform on the
-        # range to machine precision and the inverse CDF has no digits left: draw it directly.
-        flat = (hi_p - lo_p) < 1e-9
+        # Inverse-CDF sampling of the law conditioned on [low, high]. Work in the tail the range
+        # lies in, so that tiny probabilities keep their digits: the survival function when the
+        # value is below the range, the CDF otherwise.
+        below = v < low
+        lo_p = np.where(below, dist.sf(high, loc=v, scale=scale), dist.cdf(low, loc=v, scale=scale))
+        hi_p = np.where(below, dist.sf(low, loc=v, scale=scale), dist.cdf(high, loc=v, scale=scale))
+        q = lo_p + u * (hi_p - lo_p)
+        out = np.where(below, dist.isf(q, loc=v, scale=scale), dist.ppf(q, loc=v, scale=scale))
+        # A value inside the range whose noise is so wide that the range holds under ~1e-9 of
+        # the mass: the conditioned law is uniform on the range to machine precision, and the
+        # inverse CDF has no digits left. Draw it directly.
+        flat = ((hi_p - lo_p) < 1e-9) & (v >= low) & (v <= high)
         out = np.where(flat, low + u * (high - low), out)
         out = np.clip(out, low, high)  # guard against round-off just past an end
     else:
@@ -293,9 +304,12 @@ def release(
         n0_ = check_int(n0, name="n0", minimum=1)
 
     data_dependent = mech in DATA_DEPENDENT
+    shape = np.shape(values)
     if mech == "exact" or math.isinf(eps):
         out = np.clip(v, low, high) if bound_mode != "raw" else v.copy()
-        return Release(out, mech, math.inf, 0.0, 0.0, 0.0, data_dependent, bound_mode)
+        return Release(
+            out.reshape(shape), mech, math.inf, 0.0, 0.0, 0.0, data_dependent, bound_mode
+        )
 
     # Truncation spends the budget twice (see the module docstring): calibrate to eps / 2.
     eps_cal = eps / 2.0 if bound_mode == "truncate" else eps
@@ -316,11 +330,7 @@ def release(
         scale = analytic_gaussian_sigma(l2_sensitivity=sens, epsilon=eps_cal, delta=dlt)
         family = "normal"
     out = _add_noise(v, scale, family, rng, bound_mode, low, high)  # type: ignore[arg-type]
-    return Release(out, mech, eps, dlt, scale, sens, data_dependent, bound_mode)
-
-
-def _shaped(rel: Release, values: ArrayLike) -> NDArray[np.float64]:
-    return rel.values.reshape(np.shape(values))
+    return Release(out.reshape(shape), mech, eps, dlt, scale, sens, data_dependent, bound_mode)
 
 
 def laplace(
@@ -382,7 +392,7 @@ def attribute_conceal(
         rng=rng,
         bounding=bounding,
     )
-    return _shaped(rel, values)
+    return rel.values
 
 
 def smooth_laplace(
@@ -410,7 +420,7 @@ def smooth_laplace(
         rng=rng,
         bounding=bounding,
     )
-    return _shaped(rel, values)
+    return rel.values
 
 
 def gaussian(
@@ -434,6 +444,8 @@ def gaussian(
         )
     v = _values(values, None)
     low, high = _bounds(bounds, "sp")
+    check_positive(l2_sensitivity, name="l2_sensitivity")
+    check_delta(delta)
     if math.isinf(eps):
         out = np.clip(v, low, high) if bound_mode != "raw" else v.copy()
     else:

@@ -88,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
 def demo(args: argparse.Namespace) -> int:
     """Run the embedded default job and print its results."""
     from biasleak.mechanisms import metrics, release
-    from biasleak.sim.basemodel import train_base_model
+    from biasleak.agents.models import train_base_model
     from biasleak.sim.datasets import load_adult, load_german, make_synthetic
 
     if args.draws < 1:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 import numpy as np
+from scipy import special
 
 from biasleak.sim.datasets._types import AuditData, PublicData, PublicView
 
@@ -78,7 +79,7 @@ def make_synthetic(
             z = rng.uniform(-np.sqrt(3.0), np.sqrt(3.0), size=size)
         z = z + shift * (a - 0.5)
         x = z[:, None] * loadings[None, :] + rng.standard_normal((size, d))
-        y = (rng.uniform(size=size) < 1.0 / (1.0 + np.exp(-1.5 * z))).astype(np.int8)
+        y = (rng.uniform(size=size) < special.expit(1.5 * z)).astype(np.int8)
         cols = tuple(f"x{k}" for k in range(d))
         return PublicView(x.astype(object), y, cols, ()), a
 
@@ -91,8 +92,8 @@ def make_synthetic(
         "group",
         train,
         audit,
-        f"synthetic: n={n_}, n0={n0}, {d} features, {score} scores, group_shift={shift:g}, "
-        f"seed {seed}",
+        # The group split and the shift stay out of the public description: N0 is private.
+        f"synthetic: n={n_}, {d} features, {score} scores, seed {seed}",
     )
     return AuditData(public, a_audit, a_train, "1", "0")
 
@@ -134,6 +135,12 @@ def load_csv(
         rows = [r for r in reader]
     if not header or not rows:
         raise ValueError(f"csv file {str(p)!r} has no header row or no data rows")
+    for line, r in enumerate(rows, start=2):
+        if None in r or any(v is None for v in r.values()):
+            raise ValueError(
+                f"csv file {str(p)!r}, line {line}: expected {len(header)} fields "
+                f"({', '.join(header)}); the row has a different number"
+            )
     for key, col in (("label", label), ("protected", protected)):
         if col not in header:
             raise ValueError(
@@ -152,7 +159,12 @@ def load_csv(
             )
         y = np.array([v == "1" for v in raw_y], dtype=np.int8)
     else:
-        y = np.array([v == positive for v in raw_y], dtype=np.int8)
+        y = np.array([v == positive.strip() for v in raw_y], dtype=np.int8)
+        if not y.any():
+            raise ValueError(
+                f"positive={positive!r} matches no value of label column {label!r}; values "
+                f"are {sorted(set(raw_y))[:5]}"
+            )
     a = np.array([r[protected].strip() == advantaged for r in rows], dtype=np.int8)
     if a.all() or not a.any():
         values = sorted({r[protected].strip() for r in rows})[:5]

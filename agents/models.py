@@ -1,4 +1,4 @@
-"""The base model a developer trains without the protected attribute.
+"""Models a developer trains without the protected attribute.
 
 A scikit-learn pipeline: one-hot encoding for categorical columns, standardisation for numeric
 ones, logistic regression. It is trained on the public training split only (the protected column
@@ -17,7 +17,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from biasleak.sim.datasets import PublicView
+from biasleak.agents.public import PublicView
 
 
 def build_pipeline(view: PublicView, *, C: float = 1.0) -> Pipeline:
