@@ -30,6 +30,7 @@ identities of an organisation share its ledger, so Sybil identities gain nothing
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from collections.abc import Sequence
@@ -83,9 +84,14 @@ class BudgetExceeded(ValueError):
     """A charge would exceed the ledger's privacy budget; the ledger is unchanged."""
 
 
+@functools.lru_cache(maxsize=4096)
+def _exact_cached(x: float) -> Fraction:
+    return Fraction(repr(x))
+
+
 def _exact(x: float) -> Fraction:
     """The shortest decimal that round-trips ``x``, as an exact fraction (0.1 -> 1/10)."""
-    return Fraction(repr(float(x)))
+    return _exact_cached(float(x))
 
 
 _FLOAT_MAX: Final = Fraction(sys.float_info.max)
@@ -303,6 +309,7 @@ class Ledger:
         self._sums = (0.0, 0.0, 0.0, 0.0)
         self._inf = False  # an exact answer was charged to an unlimited ledger
         self._homog = True  # every finite charge so far is the same (eps, delta)
+        self._last_plan: tuple[tuple[Any, ...], tuple[Charge, dict[str, Any]]] | None = None
         self._spent: tuple[float, float] = (0.0, 0.0)
 
     # -- what has been spent -------------------------------------------------------------------
@@ -384,9 +391,10 @@ class Ledger:
     def can_afford(self, epsilon: float, delta: float = 0.0) -> bool:
         """Whether :meth:`charge` would accept this charge (nothing is charged)."""
         try:
-            self._plan(epsilon, delta)
+            planned = self._plan(epsilon, delta)
         except BudgetExceeded:
             return False
+        self._last_plan = ((epsilon, delta, len(self._charges)), planned)
         return True
 
     def _plan(self, epsilon: float, delta: float) -> tuple[Charge, dict[str, Any]]:
@@ -410,10 +418,14 @@ class Ledger:
         eps_sum = self._eps_sum + _exact(eps)
         sq, drv_lin, kov_lin, log_keep = self._sums
         sums = (
-            sq + eps * eps,
-            drv_lin + eps * (math.expm1(eps) if eps < 700.0 else math.inf),
-            kov_lin + eps * math.tanh(eps / 2.0),
-            log_keep + math.log1p(-dlt),
+            self._sums
+            if self.composition == "basic"
+            else (
+                sq + eps * eps,
+                drv_lin + eps * (math.expm1(eps) if eps < 700.0 else math.inf),
+                kov_lin + eps * math.tanh(eps / 2.0),
+                log_keep + math.log1p(-dlt),
+            )
         )
         same = not self._charges or (self._homog and charge == self._charges[0])
         homogeneous = charge if same else None
@@ -452,7 +464,12 @@ class Ledger:
 
     def charge(self, epsilon: float, delta: float = 0.0) -> Charge:
         """Charge one release; raise :class:`BudgetExceeded` (and change nothing) if over budget."""
-        charge, plan = self._plan(epsilon, delta)
+        last = self._last_plan
+        if last is not None and last[0] == (epsilon, delta, len(self._charges)):
+            charge, plan = last[1]  # planned by can_afford just before, nothing changed since
+        else:
+            charge, plan = self._plan(epsilon, delta)
+        self._last_plan = None
         self._charges.append(charge)
         self._delta_sum = plan["delta_sum"]
         self._spent = plan["spent"]

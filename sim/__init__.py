@@ -1,7 +1,8 @@
 """The simulation layer of biasleak: data, world assembly, evaluation and the command line.
 
-Today it holds the bundled data sets (:mod:`biasleak.sim.datasets`) and the ``biasleak`` command
-line (:mod:`biasleak.sim.cli`); the model developers train without the protected attribute is
-theirs (:mod:`biasleak.agents.models`). It may import :mod:`biasleak.agents` and
-:mod:`biasleak.mechanisms`; nothing imports it from below.
+It holds the bundled data sets (:mod:`biasleak.sim.datasets`), scenario files
+(:mod:`biasleak.sim.scenario`), the world runner (:mod:`biasleak.sim.world`), run logs
+(:mod:`biasleak.sim.runlog`), evaluation against the ground truth (:mod:`biasleak.sim.evaluation`),
+tables (:mod:`biasleak.sim.tables`) and the ``biasleak`` command line (:mod:`biasleak.sim.cli`).
+It may import :mod:`biasleak.agents` and :mod:`biasleak.mechanisms`; nothing imports it from below.
 """

@@ -1,14 +1,22 @@
 """The ``biasleak`` command line.
 
-Subcommands available now:
+Subcommands:
 
+``run FILE [--seed N] [--set key.path=value ...] [--json] [--log-dir DIR]``
+    Run one scenario; print its summary as a table (or JSON) and the log's path.
+``compare FILE... [--seeds K] [--csv PATH] [--json]``
+    Run several scenarios (K seeds each) and print leakage and utility side by side.
+``replay LOG [--json]``
+    Rebuild a run's summary from its log file alone and check it against the stored one.
+``validate FILE...``
+    Check scenario files; one line per problem, exit code 2 when any is bad.
+``schema``
+    Print the JSON Schema of scenario files.
 ``demo``
-    The embedded default job: load a bundled data set, train the base model without the protected
-    attribute, print the exact statistical parity gap of the base model and what the compliance
-    team would answer with the Laplace mechanism and with Attribute-Conceal at a few epsilons.
+    Exact and private answers for the base model on a bundled data set, no simulation.
 
-The simulator's subcommands (``run``, ``compare``, ``sweep``, ``replay``, ``report``,
-``validate``, ``schema``) arrive with the simulation layer; ``biasleak --help`` lists them.
+Bad input (a scenario file, an override, a missing file) gets readable messages on stderr and
+exit code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from importlib import metadata
 
 import numpy as np
 
-PLANNED = ("run", "compare", "sweep", "replay", "report", "validate", "schema")
+PLANNED = ("sweep", "report")
 
 
 def _version() -> str:
@@ -53,11 +61,44 @@ def _parser() -> argparse.ArgumentParser:
         prog="biasleak",
         description=(
             "Simulate how fairness-metric queries leak protected attributes, and which answering "
-            "policy stops it. Coming with the simulator: " + ", ".join(PLANNED) + "."
+            "policy stops it. Still to come: " + ", ".join(PLANNED) + "."
         ),
     )
     parser.add_argument("--version", action="version", version=f"biasleak {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run = sub.add_parser("run", help="run one scenario file")
+    run.add_argument("file", help="scenario YAML file")
+    run.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help="override any key (repeatable)",
+    )
+    run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    run.add_argument("--log-dir", default="logs", help="where run logs go (default: logs)")
+    compare = sub.add_parser("compare", help="run scenarios side by side")
+    compare.add_argument("files", nargs="+", help="scenario YAML files")
+    compare.add_argument("--seeds", type=int, default=1, help="seeds per scenario (default 1)")
+    compare.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help="override a key in every scenario",
+    )
+    compare.add_argument("--csv", default=None, help="also write one row per run to this CSV")
+    compare.add_argument("--json", action="store_true", help="print the rows as JSON")
+    compare.add_argument("--log-dir", default="logs", help="where run logs go (default: logs)")
+    replay = sub.add_parser("replay", help="rebuild a run's summary from its log")
+    replay.add_argument("log", help="a run's .jsonl log file")
+    replay.add_argument("--json", action="store_true", help="print the summary as JSON")
+    validate = sub.add_parser("validate", help="check scenario files")
+    validate.add_argument("files", nargs="+", help="scenario YAML files")
+    sub.add_parser("schema", help="print the JSON Schema of scenario files")
     demo = sub.add_parser(
         "demo",
         help="exact and private SP answers for the base model on a bundled data set",
@@ -87,8 +128,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def demo(args: argparse.Namespace) -> int:
     """Run the embedded default job and print its results."""
-    from biasleak.mechanisms import metrics, release
     from biasleak.agents.models import train_base_model
+    from biasleak.mechanisms import metrics, release
     from biasleak.sim.datasets import load_adult, load_german, make_synthetic
 
     if args.draws < 1:
@@ -170,12 +211,144 @@ def demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fail(problems: list[str]) -> int:
+    for line in problems:
+        print(line, file=sys.stderr)
+    return 2
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``biasleak run``."""
+    from biasleak.sim.runlog import dumps
+    from biasleak.sim.scenario import ScenarioError, load_scenario
+    from biasleak.sim.tables import format_run
+    from biasleak.sim.world import run_scenario
+
+    try:
+        scenario = load_scenario(args.file, overrides=args.overrides)
+        if args.seed is not None and args.seed < 0:
+            return _fail([f"--seed must be >= 0; received {args.seed}"])
+        result = run_scenario(scenario, seed=args.seed, log_dir=args.log_dir)
+    except ScenarioError as err:
+        return _fail(err.problems)
+    except ValueError as err:  # data that cannot be loaded as configured
+        return _fail([f"{args.file}: {err}"])
+    if args.json:
+        print(dumps(result.summary))
+    else:
+        print(format_run(result.summary))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``biasleak compare``."""
+    import csv
+
+    from biasleak.sim.runlog import dumps
+    from biasleak.sim.scenario import ScenarioError, load_scenario
+    from biasleak.sim.tables import aggregate, compare_rows, format_compare
+    from biasleak.sim.world import run_scenario
+
+    if args.seeds < 1:
+        return _fail([f"--seeds must be >= 1; received {args.seeds}"])
+    try:
+        scenarios = [load_scenario(f, overrides=args.overrides) for f in args.files]
+    except ScenarioError as err:
+        return _fail(err.problems)
+    results = []
+    for scenario in scenarios:
+        for k in range(args.seeds):
+            try:
+                result = run_scenario(scenario, seed=scenario.seed + k, log_dir=args.log_dir)
+            except ValueError as err:
+                return _fail([f"{scenario.name}: {err}"])
+            results.append((scenario.name, result.summary))
+    rows = compare_rows(results)
+    if args.csv:
+        with open(args.csv, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    if args.json:
+        print(dumps({"runs": rows, "aggregate": aggregate(rows)}))
+    else:
+        print(format_compare(aggregate(rows)))
+        if args.csv:
+            print(f"rows: {args.csv}")
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """``biasleak replay``."""
+    from biasleak.sim.evaluation import summarize
+    from biasleak.sim.runlog import dumps, jsonable, read_log
+    from biasleak.sim.tables import format_run
+
+    try:
+        events = list(read_log(args.log))
+    except (OSError, ValueError) as err:
+        return _fail([f"{args.log}: cannot read the run log ({err})"])
+    stored = next((e["summary"] for e in events if e.get("event") == "summary"), None)
+    try:
+        rebuilt = jsonable(summarize(events))
+    except (KeyError, ValueError) as err:
+        return _fail([f"{args.log}: not a biasleak run log ({err})"])
+    shown = {"log": args.log, **rebuilt}
+    print(dumps(shown) if args.json else format_run(shown))
+    if stored is None:
+        print(
+            f"{args.log}: the run did not finish (no summary line); rebuilt from "
+            f"{len(events) - 1} events",
+            file=sys.stderr,
+        )
+        return 0
+    if stored != rebuilt:
+        print(f"{args.log}: the rebuilt summary differs from the stored one", file=sys.stderr)
+        return 1
+    if not args.json:
+        print("the rebuilt summary equals the one the run stored")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """``biasleak validate``."""
+    from biasleak.sim.scenario import ScenarioError, load_scenario
+
+    problems = []
+    for f in args.files:
+        try:
+            load_scenario(f)
+            print(f"{f}: ok")
+        except ScenarioError as err:
+            problems.extend(err.problems)
+    return _fail(problems) if problems else 0
+
+
+def cmd_schema(_args: argparse.Namespace) -> int:
+    """``biasleak schema``."""
+    from biasleak.sim.scenario import schema
+
+    print(json.dumps(schema(), indent=2, sort_keys=True, allow_nan=False))
+    return 0
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "compare": cmd_compare,
+    "replay": cmd_replay,
+    "validate": cmd_validate,
+    "schema": cmd_schema,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``biasleak`` console script and ``python -m biasleak.sim``."""
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo(args)
+    if args.command in COMMANDS:
+        return COMMANDS[args.command](args)
     parser.print_help()
     return 0
 

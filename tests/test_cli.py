@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from biasleak.mechanisms.metrics import statistical_parity
 from biasleak.agents.models import train_base_model
+from biasleak.mechanisms.metrics import statistical_parity
 from biasleak.sim.cli import main
 from biasleak.sim.datasets import load_adult
 

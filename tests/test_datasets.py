@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from biasleak.mechanisms.metrics import statistical_parity
 from biasleak.agents.models import BaseModel, train_base_model
+from biasleak.mechanisms.metrics import statistical_parity
 from biasleak.sim.datasets import (
     DATASETS,
     AuditData,

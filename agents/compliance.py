@@ -1,0 +1,210 @@
+"""The compliance agent: a thin SimPy shell around a policy (:mod:`biasleak.mechanisms.policy`).
+
+It holds the audit set's protected attribute and labels (and is the only agent that does). It
+takes one envelope at a time from its mailbox. For a query it spends ``answer_hours`` computing,
+asks the pure policy for a decision, logs the public outcome and, marked ``internal``, the exact
+values and the noise scale (which must never reach a developer), records the query in the log the
+external auditor may read (submitted models and outcome, never the attribute), and replies with an
+:class:`~biasleak.agents.messages.Answer` or a :class:`~biasleak.agents.messages.Refusal`.
+
+For an :class:`~biasleak.agents.messages.Alert` from the auditor it applies the scenario's
+reaction: ``log_only``, ``warn`` (a notice to the developer), ``suspend_identity`` or
+``suspend_organization`` (later queries are refused with reason ``suspended``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+import simpy
+from numpy.typing import NDArray
+
+from biasleak.agents.messages import Alert, Answer, Envelope, Mailbox, Notice, Query, Refusal
+from biasleak.mechanisms.policy import AuditSet, Policy, PolicyState, Request, decide
+
+__all__ = ["ALERT_REACTIONS", "Compliance", "QueryRecord"]
+
+ALERT_REACTIONS: Final[tuple[str, ...]] = (
+    "log_only",
+    "warn",
+    "suspend_identity",
+    "suspend_organization",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class QueryRecord:
+    """One line of the compliance agent's query log, as the external auditor reads it."""
+
+    query_id: str
+    sender: str
+    organization: str
+    time: float
+    metric: str
+    predictions: NDArray[np.float64] | None = field(repr=False)
+    """Submitted models as an (m, n) array (None when they were unreadable)."""
+    answered: bool
+    reason: str | None
+
+
+class Compliance:
+    """The compliance team as a SimPy process."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        *,
+        policy: Policy,
+        audit: AuditSet,
+        rng: np.random.Generator,
+        log: Any,
+        answer_hours: float = 0.1,
+        latency: float = 0.0,
+        on_alert: str = "log_only",
+    ) -> None:
+        if on_alert not in ALERT_REACTIONS:
+            raise ValueError(f"on_alert must be one of {list(ALERT_REACTIONS)}; got {on_alert!r}")
+        self.env = env
+        self.policy = policy
+        """The answering policy."""
+        self._audit = audit
+        self._rng = rng
+        self.log = log
+        self.answer_hours = float(answer_hours)
+        """Simulated hours spent answering one query."""
+        self.on_alert = on_alert
+        """Reaction to auditor alerts."""
+        self.state = PolicyState()
+        """Budgets, rate-limit buckets, cache, history, suspensions."""
+        self.mailbox = Mailbox(env, "compliance", latency=latency)
+        """Where queries and alerts arrive."""
+        self.query_log: list[QueryRecord] = []
+        """Every query received, in order (read by the external auditor)."""
+        self.inboxes: dict[str, Mailbox] = {}
+        """Developer identity -> mailbox for notices."""
+        self.organizations: dict[str, str] = {}
+        """Developer identity -> organisation, for organisation-wide notices."""
+        self.process = env.process(self.run())
+
+    def register(self, identity: str, organization: str, inbox: Mailbox) -> None:
+        """Make a developer reachable for notices (warnings, suspensions)."""
+        self.inboxes[identity] = inbox
+        self.organizations[identity] = organization
+
+    def run(self) -> Generator[simpy.Event, Any, None]:
+        """The process body."""
+        while True:
+            envelope: Envelope = yield self.mailbox.store.get()
+            message = envelope.message
+            if isinstance(message, Query):
+                yield self.env.timeout(self.answer_hours)
+                reply = self._answer(message)
+                if envelope.reply is not None:
+                    self.mailbox.reply(envelope.reply, reply)
+            elif isinstance(message, Alert):
+                self._react(message)
+
+    def _answer(self, query: Query) -> Answer | Refusal:
+        now = self.env.now
+        request = Request(
+            query.query_id, query.sender, query.organization, query.metric, query.predictions
+        )
+        decision = decide(self.policy, request, self._audit, self.state, now=now, rng=self._rng)
+        arr = np.asarray(query.predictions)
+        readable = arr.dtype.kind in "fiub" and arr.ndim in (1, 2)
+        self.query_log.append(
+            QueryRecord(
+                query.query_id,
+                query.sender,
+                query.organization,
+                now,
+                query.metric,
+                np.atleast_2d(arr).astype(np.float64) if readable else None,
+                decision.answered,
+                decision.reason,
+            )
+        )
+        if not decision.answered:
+            self.log.info(
+                "query_refused",
+                query_id=query.query_id,
+                sender=query.sender,
+                organization=query.organization,
+                models=decision.models,
+                reason=decision.reason,
+                detail=decision.detail,
+                retry_after=decision.retry_after,
+            )
+            return Refusal(
+                query.query_id,
+                decision.reason or "invalid",
+                decision.detail,
+                decision.retry_after,
+                now,
+            )
+        assert decision.values is not None
+        self.log.info(
+            "query_answered",
+            query_id=query.query_id,
+            sender=query.sender,
+            organization=query.organization,
+            metric=query.metric,
+            models=decision.models,
+            mechanism=decision.mechanism,
+            epsilon_charged=decision.epsilon_charged,
+            delta_charged=decision.delta_charged,
+            cached=int(sum(decision.cached)),
+        )
+        internal = decision.internal
+        if internal.get("models_new"):
+            new = [i for i, c in enumerate(decision.cached) if not c] or list(
+                range(decision.models)
+            )
+            self.log.info(
+                "release_internal",
+                internal=True,
+                query_id=query.query_id,
+                sender=query.sender,
+                metric=query.metric,
+                exact=internal["exact"],
+                released=decision.values[new],
+                noise_scale=internal["noise_scale"],
+                sensitivity=internal["sensitivity"],
+            )
+        return Answer(
+            query.query_id,
+            decision.values,
+            decision.mechanism,
+            decision.epsilon_charged,
+            decision.cached,
+            now,
+        )
+
+    def _react(self, alert: Alert) -> None:
+        self.log.info(
+            "alert_received",
+            developer=alert.developer,
+            organization=alert.organization,
+            detector=alert.detector,
+            evidence=alert.evidence,
+            reaction=self.on_alert,
+        )
+        if self.on_alert == "suspend_identity":
+            self.state.suspended_identities.add(alert.developer)
+            self._notify(alert.developer, "suspended", f"identity suspended: {alert.evidence}")
+        elif self.on_alert == "suspend_organization":
+            self.state.suspended_organizations.add(alert.organization)
+            for identity in sorted(self.inboxes):
+                if self.organizations.get(identity) == alert.organization:
+                    self._notify(identity, "suspended", f"organisation suspended: {alert.evidence}")
+        elif self.on_alert == "warn":
+            self._notify(alert.developer, "warning", alert.evidence)
+
+    def _notify(self, identity: str, kind: str, detail: str) -> None:
+        inbox = self.inboxes.get(identity)
+        self.log.info("notice_sent", recipient=identity, kind=kind)
+        if inbox is not None:
+            inbox.send(Envelope(Notice(identity, kind, detail, self.env.now)))

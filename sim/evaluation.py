@@ -1,0 +1,236 @@
+"""Scoring a run: leakage against the ground truth, and the summary rebuilt from the log.
+
+The :class:`Evaluator` is the only object outside the compliance agent that holds the protected
+attribute. Whenever a developer's strategy has a new estimate, the developer process hands it
+over (through a callback: nothing in :mod:`biasleak.agents` imports this module) and the evaluator
+logs an ``evaluation`` event with the leakage - the balanced accuracy of the estimate,
+``50 (N_A/N1 + N_B/N0)`` in percent (Hamman et al., Definition 1; 50% is a coin flip) - and the
+number of people whose attribute the estimate has right. The estimate itself goes to the run's
+side file.
+
+:func:`summarize` turns a run's events into its summary. The run calls it on its own log file
+(just before writing the summary line), and ``biasleak replay`` calls it on a log file alone, so
+the two agree by construction; what a summary holds:
+
+per developer
+    ``leakage`` and ``revealed`` of the latest estimate (null without one); ``sent``,
+    ``answered`` and ``refused`` (reason -> count) counted in models, not messages;
+    ``epsilon_spent`` (sum of the epsilons charged for its answers; ``"inf"`` once an exact
+    answer was given); ``queries_to_90`` / ``queries_to_100`` and ``hours_to_90`` /
+    ``hours_to_100``: models answered and simulated hours when an estimate first reached 90% or
+    100% leakage (null if never); for honest developers ``deployed``, ``deployed_agrees`` (would
+    it have deployed the same candidate had every answered candidate been answered exactly) and
+    ``metric_error`` (mean |answered - exact| over its answered candidates);
+compliance
+    ``epsilon_spent`` (sum over answers), ``answered`` and ``refused`` by reason, and
+    ``mean_abs_error`` / ``median_abs_error`` of |released - exact| over every freshly released
+    model (Cauchy noise has no mean: read the median), also per metric;
+auditor
+    ``alerts`` and ``alerts_by_detector``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from biasleak.agents.strategies import Estimate
+from biasleak.agents.strategies.honest import choose_deployment
+
+__all__ = ["Evaluator", "leakage", "summarize"]
+
+
+def leakage(estimate: NDArray[np.integer], truth: NDArray[np.integer]) -> tuple[float, int]:
+    """Balanced accuracy of ``estimate`` in percent (Definition 1) and the number right."""
+    est = np.asarray(estimate) == 1
+    a = np.asarray(truth) == 1
+    right = est == a
+    n1, n0 = int(a.sum()), int((~a).sum())
+    n_a = int(np.count_nonzero(right & a))
+    n_b = int(np.count_nonzero(right & ~a))
+    return 50.0 * (n_a / n1 + n_b / n0), n_a + n_b
+
+
+class Evaluator:
+    """Scores developers' estimates against the protected attribute."""
+
+    def __init__(self, protected: NDArray[np.integer], log: Any, keep: Any = None) -> None:
+        self._truth = np.asarray(protected, dtype=np.int8)
+        self.log = log
+        self._keep = keep  # callable(key, array) that stores arrays in the side file
+        self._versions: dict[str, int] = defaultdict(int)
+
+    def __call__(self, developer: str, estimate: Estimate) -> None:
+        """Score one estimate and log it (the developers' ``on_estimate`` callback)."""
+        self._versions[developer] += 1
+        version = self._versions[developer]
+        value, right = leakage(estimate.attribute, self._truth)
+        self.log.info(
+            "evaluation",
+            developer=developer,
+            version=version,
+            leakage=value,
+            revealed=right,
+            models_used=estimate.models_used,
+        )
+        if self._keep is not None:
+            self._keep(f"estimate/{developer}/{version}", estimate.attribute.astype(np.int8))
+            self._keep(f"confidence/{developer}/{version}", estimate.confidence)
+
+
+def _num(value: Any) -> float:
+    if isinstance(value, str):
+        return float(value)  # "inf", "-inf", "nan"
+    return float(value)
+
+
+def _developer_record(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "organization": spec.get("organization"),
+        "strategy": spec.get("strategy"),
+        "leakage": None,
+        "revealed": None,
+        "sent": 0,
+        "answered": 0,
+        "refused": {},
+        "epsilon_spent": 0.0,
+        "queries_to_90": None,
+        "queries_to_100": None,
+        "hours_to_90": None,
+        "hours_to_100": None,
+        "stopped": None,
+        "error": None,
+    }
+
+
+def summarize(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Build a run's summary from its log events (header first; a summary line is ignored)."""
+    events = list(events)
+    if not events or events[0].get("event") != "header":
+        raise ValueError("a run log must start with its header line")
+    header = events[0]
+    devs = {d["id"]: _developer_record(d) for d in header.get("developers", [])}
+    queries: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    exact: dict[str, list[float]] = {}
+    reports: dict[str, dict[str, Any]] = {}
+    answered_ids: set[str] = set()
+    errors: dict[str, list[float]] = defaultdict(list)
+    comp = {"epsilon_spent": 0.0, "answered": 0, "refused": defaultdict(int)}
+    alerts: dict[str, int] = defaultdict(int)
+    for e in events[1:]:
+        kind, agent = e.get("event"), e.get("agent")
+        if kind == "summary":
+            continue
+        d = devs.get(agent) if agent is not None else None
+        if kind == "query_sent" and d is not None:
+            d["sent"] += e["models"]
+            queries[agent].append((e["query_id"], e["models"]))
+        elif kind == "answer_received" and d is not None:
+            d["answered"] += e["models"]
+            d["epsilon_spent"] += _num(e["epsilon_charged"])
+            answered_ids.add(e["query_id"])
+        elif kind == "refusal_received" and d is not None:
+            d["refused"][e["reason"]] = d["refused"].get(e["reason"], 0) + e["models"]
+        elif kind == "query_timeout" and d is not None:
+            d["refused"]["timeout"] = d["refused"].get("timeout", 0) + e["models"]
+        elif kind == "developer_stopped" and d is not None:
+            d["stopped"] = e["reason"]
+            reports[agent] = e.get("report") or {}
+        elif kind == "strategy_error" and d is not None:
+            d["error"] = e["error"]
+        elif kind == "evaluation" and e.get("developer") in devs:
+            d = devs[e["developer"]]
+            d["leakage"], d["revealed"] = e["leakage"], e["revealed"]
+            for level in (90, 100):
+                if d[f"queries_to_{level}"] is None and e["leakage"] >= level - 1e-9:
+                    d[f"queries_to_{level}"] = d["answered"]
+                    d[f"hours_to_{level}"] = e["t"]
+        elif kind == "query_answered":
+            comp["answered"] += e["models"]
+            comp["epsilon_spent"] += _num(e["epsilon_charged"])
+        elif kind == "query_refused":
+            comp["refused"][e["reason"]] += e["models"]
+        elif kind == "release_internal":
+            exact[e["query_id"]] = [_num(v) for v in _flat(e["exact"])]
+            released = [_num(v) for v in _flat(e["released"])]
+            diffs = [abs(r - x) for r, x in zip(released, exact[e["query_id"]], strict=True)]
+            errors[e["metric"]].extend(diffs)
+        elif kind == "alert_raised":
+            alerts[e["detector"]] += 1
+    for ident, d in devs.items():
+        if d["strategy"] == "honest_selection":
+            d.update(_honest(reports.get(ident, {}), queries[ident], exact, answered_ids))
+    all_errors = [x for values in errors.values() for x in values]
+    compliance = {
+        "epsilon_spent": comp["epsilon_spent"],
+        "answered": comp["answered"],
+        "refused": dict(sorted(comp["refused"].items())),
+        "mean_abs_error": float(np.mean(all_errors)) if all_errors else None,
+        "median_abs_error": float(np.median(all_errors)) if all_errors else None,
+        "by_metric": {
+            metric: {
+                "models": len(values),
+                "mean_abs_error": float(np.mean(values)),
+                "median_abs_error": float(np.median(values)),
+            }
+            for metric, values in sorted(errors.items())
+        },
+    }
+    for d in devs.values():
+        d["refused"] = dict(sorted(d["refused"].items()))
+    return {
+        "scenario": header.get("scenario"),
+        "seed": header.get("seed"),
+        "developers": devs,
+        "compliance": compliance,
+        "auditor": {
+            "enabled": bool(header.get("auditor_enabled", False)),
+            "alerts": int(sum(alerts.values())),
+            "alerts_by_detector": dict(sorted(alerts.items())),
+        },
+    }
+
+
+def _flat(values: Any) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        out.extend(_flat(v) if isinstance(v, list) else [v])
+    return out
+
+
+def _honest(
+    report: dict[str, Any],
+    sent: list[tuple[str, int]],
+    exact: dict[str, list[float]],
+    answered_ids: set[str],
+) -> dict[str, Any]:
+    """deployed / deployed_agrees / metric_error of an honest developer.
+
+    Its answered queries, in the order sent, answer its answered candidates in candidate order
+    (one query per candidate, or one batch), so the exact values the compliance side logged line
+    up with them.
+    """
+    answers = report.get("answers") or []
+    accuracies = report.get("accuracies") or []
+    deployed = report.get("deployed")
+    answered = [i for i, v in enumerate(answers) if v is not None]
+    exact_values = [v for q, _ in sent if q in answered_ids for v in exact.get(q, [])]
+    if deployed is None or not answered or len(exact_values) != len(answered):
+        # nothing deployed, or some values came from the cache (no fresh exact value logged)
+        return {"deployed": deployed, "deployed_agrees": None, "metric_error": None}
+    aligned = dict(zip(answered, exact_values, strict=True))
+    exact_choice = choose_deployment(
+        accuracies,
+        [aligned.get(i) for i in range(len(answers))],
+        float(report.get("accuracy_tolerance", 0.0)),
+    )
+    diffs = [abs(_num(answers[i]) - aligned[i]) for i in answered]
+    return {
+        "deployed": deployed,
+        "deployed_agrees": exact_choice == deployed,
+        "metric_error": float(np.mean(diffs)),
+    }

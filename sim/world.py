@@ -1,0 +1,181 @@
+"""Assembling and running one simulated world from a scenario.
+
+:func:`run_scenario` loads the data, trains the base model on the public training split, builds the
+compliance agent (holding the protected attribute), one developer process per scenario entry
+(each with a strategy that sees only the public data and the base model's predictions), the
+optional auditor and the evaluator, runs the SimPy environment until the horizon, and writes the
+run log, whose last line is the summary.
+
+Randomness: one :class:`numpy.random.SeedSequence` per run, and one child stream per role keyed by
+a stable hash of its name (``"developer:mallory"``, ``"compliance"``), so adding an agent never
+changes another agent's draws, and the same scenario with the same seed writes a byte-identical
+log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import simpy
+
+from biasleak.agents.auditor import Auditor
+from biasleak.agents.compliance import Compliance
+from biasleak.agents.developer import Developer
+from biasleak.agents.models import train_base_model
+from biasleak.agents.strategies import DeveloperContext, build_strategy
+from biasleak.mechanisms.policy import AuditSet
+from biasleak.sim import datasets
+from biasleak.sim.evaluation import Evaluator, summarize
+from biasleak.sim.runlog import RunLog, jsonable, read_log
+from biasleak.sim.scenario import Scenario, scenario_hash
+
+__all__ = ["RunResult", "rng_for", "run_scenario"]
+
+HOURS_PER_DAY = 24.0
+VERSIONED = ("biasleak", "numpy", "scipy", "scikit-learn", "simpy", "pydantic", "structlog")
+
+
+def _stable_hash(role: str) -> int:
+    return int.from_bytes(hashlib.sha256(role.encode()).digest()[:8], "little")
+
+
+def rng_for(seed: int, role: str) -> np.random.Generator:
+    """The random stream of one role in a run (independent of every other role's)."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_stable_hash(role),)))
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for name in VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "unknown"
+    return out
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run produced."""
+
+    summary: dict[str, Any]
+    """The run's summary: the log's last line plus ``log``, the log file's path."""
+    log_path: Path
+    """The JSON-lines log."""
+
+
+@lru_cache(maxsize=8)
+def _prepared(data_json: str, data_seed: int, C: float) -> tuple[Any, np.ndarray, float]:
+    """Load the data and train the base model once per (data config, seed, C) in a process."""
+    options = json.loads(data_json)
+    name = options.pop("dataset")
+    options.pop("seed", None)
+    if name == "synthetic":
+        options["n0"] = options.pop("minority")
+    data = datasets.load(name, seed=data_seed, **options)
+    model = train_base_model(data.public.train, C=C)
+    h0 = model.predict_proba(data.public.audit)
+    # Shared by every run in this process: freeze the arrays so no run can alter another's data.
+    for array in (
+        h0,
+        data.protected,
+        data.train_protected,
+        data.public.train.features,
+        data.public.train.labels,
+        data.public.audit.features,
+        data.public.audit.labels,
+    ):
+        array.flags.writeable = False
+    return data, h0, model.accuracy(data.public.audit)
+
+
+def run_scenario(
+    scenario: Scenario, *, seed: int | None = None, log_dir: str | Path = "logs"
+) -> RunResult:
+    """Run one scenario; return its summary and the path of its log."""
+    run_seed = scenario.seed if seed is None else int(seed)
+    resolved = scenario.model_copy(update={"seed": run_seed})
+    data_cfg = resolved.data.model_dump(mode="json", exclude_none=True)
+    data_seed = resolved.data.seed if resolved.data.seed is not None else run_seed
+    data, h0, base_accuracy = _prepared(
+        json.dumps(data_cfg, sort_keys=True), data_seed, resolved.model.C
+    )
+    digest = scenario_hash(resolved)
+    log_path = Path(log_dir) / f"{resolved.name}-seed{run_seed}.jsonl"
+    env = simpy.Environment()
+    header = {
+        "scenario": resolved.name,
+        "scenario_hash": digest,
+        "seed": run_seed,
+        "versions": _versions(),
+        "resolved_scenario": resolved.model_dump(mode="json"),
+        "horizon_hours": resolved.horizon_days * HOURS_PER_DAY,
+        "audit": {
+            "n": data.n,
+            "n1": data.n1,
+            "n0": data.n0,
+            "description": data.public.description,
+        },
+        "base_model_accuracy": base_accuracy,
+        "developers": [
+            {"id": d.id, "organization": d.organization, "strategy": d.strategy.kind}
+            for d in resolved.developers
+        ],
+        "auditor_enabled": resolved.auditor.enabled,
+    }
+    runlog = RunLog(log_path, header=header, clock=lambda: env.now)
+    audit = AuditSet.from_arrays(data.protected, data.public.audit.labels)
+    compliance = Compliance(
+        env,
+        policy=resolved.compliance.build_policy(),
+        audit=audit,
+        rng=rng_for(run_seed, "compliance"),
+        log=runlog.logger("compliance"),
+        answer_hours=resolved.compliance.answer_hours,
+        latency=resolved.compliance.latency_hours,
+        on_alert=resolved.auditor.on_alert,
+    )
+    evaluator = Evaluator(data.protected, runlog.logger("evaluator"), keep=runlog.add_array)
+    for spec in resolved.developers:
+        log = runlog.logger(spec.id)
+        context = DeveloperContext(data.public, h0, rng_for(run_seed, f"developer:{spec.id}"))
+        try:
+            strategy = build_strategy(spec.strategy, context)
+        except Exception as err:  # a strategy that cannot start is an event, not a crash
+            log.error("strategy_error", during="setup", error=f"{type(err).__name__}: {err}")
+            continue
+        developer = Developer(
+            env,
+            identity=spec.id,
+            organization=spec.organization,
+            strategy=strategy,
+            compliance=compliance.mailbox,
+            log=log,
+            on_estimate=evaluator,
+            timeout_hours=spec.timeout_hours,
+            retry_rate_limited=spec.retry_rate_limited,
+            latency=resolved.compliance.latency_hours,
+        )
+        compliance.register(spec.id, spec.organization, developer.inbox)
+    if resolved.auditor.enabled:
+        Auditor(
+            env,
+            compliance=compliance,
+            detectors=resolved.auditor.detectors,
+            settings=resolved.auditor.settings(),
+            every_hours=resolved.auditor.every_hours,
+            recommended_action=resolved.auditor.on_alert,
+            log=runlog.logger("auditor"),
+        )
+    env.run(until=resolved.horizon_days * HOURS_PER_DAY)
+    runlog.logger("sim").info("horizon_reached")
+    summary = jsonable(summarize(read_log(log_path)))
+    runlog.close(summary)  # the stored summary has no path in it: the file is location-free
+    return RunResult({"log": str(log_path), **summary}, log_path)

@@ -1,0 +1,136 @@
+"""Every shipped scenario runs, and its summary matches the checked one in tests/golden/.
+
+Golden files are regression checks (like SimPy's documentation examples diffed against their
+output): counts, epsilons and reasons must match exactly, errors to 1e-6 relative, and the
+decoder-dependent numbers (leakage, people revealed) within a small tolerance, because a linear
+solver of another version may land on another optimum of a degenerate program. Beside them, the
+tests check what the scenarios are meant to show, from first principles. To refresh the golden
+files after an intended change:
+``BIASLEAK_UPDATE_GOLDEN=1 python -m pytest tests/test_scenarios.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from biasleak.sim.scenario import load_scenario
+from biasleak.sim.world import run_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
+GOLDEN = Path(__file__).resolve().parent / "golden"
+TOLERANT = {"leakage": 1.0, "revealed": 10}  # percentage points; people (1% of n = 1000)
+
+
+@pytest.fixture(scope="module")
+def summaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    out = {}
+    log_dir = tmp_path_factory.mktemp("logs")
+    for path in SCENARIOS:
+        result = run_scenario(load_scenario(path), log_dir=log_dir)
+        out[path.stem] = json.loads(json.dumps(result.summary))
+    return out
+
+
+def _compare(actual: Any, expected: Any, where: str) -> list[str]:
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict) or set(actual) != set(expected):
+            return [
+                f"{where}: keys {sorted(actual) if isinstance(actual, dict) else actual} "
+                f"!= {sorted(expected)}"
+            ]
+        out = []
+        for key in expected:
+            if key == "log":
+                continue
+            tolerant = key in TOLERANT and isinstance(expected[key], int | float)
+            if tolerant and actual[key] is not None:
+                if abs(actual[key] - expected[key]) > TOLERANT[key]:
+                    out.append(f"{where}.{key}: {actual[key]} vs {expected[key]}")
+                continue
+            out.extend(_compare(actual[key], expected[key], f"{where}.{key}"))
+        return out
+    if isinstance(expected, float) and isinstance(actual, int | float):
+        ok = math.isclose(actual, expected, rel_tol=1e-6, abs_tol=1e-9)
+        return [] if ok else [f"{where}: {actual} vs {expected}"]
+    return [] if actual == expected else [f"{where}: {actual!r} vs {expected!r}"]
+
+
+def test_every_scenario_has_a_golden_summary() -> None:
+    assert SCENARIOS, "no scenario files found"
+    if os.environ.get("BIASLEAK_UPDATE_GOLDEN"):
+        return
+    missing = [p.stem for p in SCENARIOS if not (GOLDEN / f"{p.stem}.json").exists()]
+    assert not missing, f"scenarios without a golden summary: {missing}"
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_summary_matches_golden(path: Path, summaries: dict[str, dict[str, Any]]) -> None:
+    summary = summaries[path.stem]
+    golden = GOLDEN / f"{path.stem}.json"
+    if os.environ.get("BIASLEAK_UPDATE_GOLDEN"):
+        golden.parent.mkdir(exist_ok=True)
+        stored = {k: v for k, v in summary.items() if k != "log"}
+        golden.write_text(json.dumps(stored, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    expected = json.loads(golden.read_text(encoding="utf-8"))
+    problems = _compare(summary, {**expected, "log": None}, path.stem)
+    assert not problems, "\n".join(problems)
+
+
+def _dev(summaries: dict[str, dict[str, Any]], scenario: str, who: str) -> dict[str, Any]:
+    return summaries[scenario]["developers"][who]
+
+
+def test_exact_answers_leak_and_rate_limits_only_delay(summaries: dict[str, Any]) -> None:
+    open_ = _dev(summaries, "cs_no_defense", "mallory")
+    limited = _dev(summaries, "cs_rate_limit", "mallory")
+    assert open_["answered"] == 401 and open_["refused"] == {}
+    assert open_["leakage"] > 75.0
+    # Same models, same exact answers: the rate limit changes when, not what, the attacker learns.
+    assert limited["answered"] == open_["answered"]
+    assert limited["leakage"] == open_["leakage"]
+    assert limited["refused"].get("rate_limited", 0) > 0
+
+
+def test_noise_stops_the_attack_and_attribute_conceal_is_more_accurate(
+    summaries: dict[str, Any],
+) -> None:
+    for name in ("cs_laplace", "cs_attribute_conceal"):
+        mallory = _dev(summaries, name, "mallory")
+        assert mallory["answered"] == 401
+        assert mallory["leakage"] < 60.0
+        assert mallory["epsilon_spent"] == pytest.approx(0.2 * 401)
+    lap = summaries["cs_laplace"]["compliance"]["median_abs_error"]
+    ac = summaries["cs_attribute_conceal"]["compliance"]["median_abs_error"]
+    assert 0 < ac < lap
+
+
+def test_budget_caps_what_the_organisation_gets_answered(summaries: dict[str, Any]) -> None:
+    s = summaries["cs_budget"]
+    assert s["compliance"]["epsilon_spent"] <= 100.0
+    mallory = _dev(summaries, "cs_budget", "mallory")
+    alice = _dev(summaries, "cs_budget", "alice")
+    assert mallory["answered"] + alice["answered"] <= 100
+    assert mallory["refused"].get("budget_exhausted", 0) > 0
+
+
+def test_refuse_rules_and_auditor(summaries: dict[str, Any]) -> None:
+    s = summaries["cs_refuse_rules_auditor"]
+    mallory = s["developers"]["mallory"]
+    assert mallory["refused"].get("low_support") == 1  # the one-person probe
+    assert mallory["refused"].get("suspended", 0) > 0
+    assert s["auditor"]["alerts"] >= 1
+    assert mallory["answered"] < 401
+
+
+def test_quickstart_policy(summaries: dict[str, Any]) -> None:
+    s = summaries["quickstart"]
+    assert s["compliance"]["epsilon_spent"] <= 10.0
+    assert s["developers"]["mallory"]["refused"].get("suspended", 0) > 0
+    assert s["developers"]["alice"]["answered"] == 10
