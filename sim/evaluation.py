@@ -13,7 +13,10 @@ side file.
 the two agree by construction; what a summary holds:
 
 per developer
-    ``leakage`` and ``revealed`` of the latest estimate (null without one); ``sent``,
+    ``leakage`` and ``revealed`` of the latest estimate (null without one), ``leakage_relabelled``
+    (``max(L, 100 - L)``: how well it partitions, whichever part it calls advantaged), and
+    ``confident_right`` / ``confident_wrong``: people guessed with a margin of at least half the
+    decision threshold, right and wrong; ``sent``,
     ``answered`` and ``refused`` (reason -> count) counted in models, not messages;
     ``epsilon_spent`` (sum of the epsilons charged for its answers; ``"inf"`` once an exact
     answer was given); ``queries_to_90`` / ``queries_to_100`` and ``hours_to_90`` /
@@ -44,6 +47,10 @@ from biasleak.agents.strategies.honest import choose_deployment
 __all__ = ["Evaluator", "leakage", "summarize"]
 
 
+CONFIDENT = 0.5
+"""A guess counts as confident when its margin is at least half the decision threshold."""
+
+
 def leakage(estimate: NDArray[np.integer], truth: NDArray[np.integer]) -> tuple[float, int]:
     """Balanced accuracy of ``estimate`` in percent (Definition 1) and the number right."""
     est = np.asarray(estimate) == 1
@@ -69,12 +76,17 @@ class Evaluator:
         self._versions[developer] += 1
         version = self._versions[developer]
         value, right = leakage(estimate.attribute, self._truth)
+        confident = np.asarray(estimate.confidence) >= CONFIDENT
+        correct = np.asarray(estimate.attribute) == self._truth
         self.log.info(
             "evaluation",
             developer=developer,
             version=version,
             leakage=value,
+            leakage_relabelled=max(value, 100.0 - value),
             revealed=right,
+            confident_right=int(np.count_nonzero(confident & correct)),
+            confident_wrong=int(np.count_nonzero(confident & ~correct)),
             models_used=estimate.models_used,
         )
         if self._keep is not None:
@@ -93,7 +105,10 @@ def _developer_record(spec: dict[str, Any]) -> dict[str, Any]:
         "organization": spec.get("organization"),
         "strategy": spec.get("strategy"),
         "leakage": None,
+        "leakage_relabelled": None,
         "revealed": None,
+        "confident_right": None,
+        "confident_wrong": None,
         "sent": 0,
         "answered": 0,
         "refused": {},
@@ -144,7 +159,14 @@ def summarize(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
             d["error"] = e["error"]
         elif kind == "evaluation" and e.get("developer") in devs:
             d = devs[e["developer"]]
-            d["leakage"], d["revealed"] = e["leakage"], e["revealed"]
+            for key in (
+                "leakage",
+                "leakage_relabelled",
+                "revealed",
+                "confident_right",
+                "confident_wrong",
+            ):
+                d[key] = e[key]
             for level in (90, 100):
                 if d[f"queries_to_{level}"] is None and e["leakage"] >= level - 1e-9:
                     d[f"queries_to_{level}"] = d["answered"]

@@ -254,10 +254,10 @@ ERROR_CASES = [
     (
         "unknown strategy key",
         "      box: false\n",
-        "      box: false\n      decoder: lp\n",
-        "developers.0.strategy.decoder",
-        ("decoder: lp",),
-        ["unknown key 'decoder'", "'queries'", "'perturbation'", "'batch'", "'box'"],
+        "      box: false\n      decodr: lp\n",
+        "developers.0.strategy.decodr",
+        ("decodr: lp",),
+        ["unknown key 'decodr'", "'queries'", "'perturbation'", "'batch'", "'box'"],
     ),
     (
         "unknown strategy kind",
@@ -635,7 +635,9 @@ def test_schema_has_discriminated_unions() -> None:
     defs = s["$defs"]
     strategy = defs["DeveloperConfig"]["properties"]["strategy"]
     assert strategy["discriminator"]["propertyName"] == "kind"
-    assert set(strategy["discriminator"]["mapping"]) == {"compressed_sensing", "honest_selection"}
+    assert {"compressed_sensing", "honest_selection", "full_rank"} <= set(
+        strategy["discriminator"]["mapping"]
+    )
     assert set(strategy["discriminator"]["mapping"]) == set(STRATEGIES)
     stages = defs["ComplianceConfig"]["properties"]["policy"]["items"]
     assert stages["discriminator"]["propertyName"] == "kind"

@@ -25,7 +25,13 @@ from biasleak.sim.world import run_scenario
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
 GOLDEN = Path(__file__).resolve().parent / "golden"
-TOLERANT = {"leakage": 1.0, "revealed": 10}  # percentage points; people (1% of n = 1000)
+TOLERANT = {  # percentage points; people (1% of n = 1000)
+    "leakage": 1.0,
+    "leakage_relabelled": 1.0,
+    "revealed": 10,
+    "confident_right": 10,
+    "confident_wrong": 10,
+}
 
 
 @pytest.fixture(scope="module")

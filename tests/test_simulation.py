@@ -421,7 +421,7 @@ def test_compressed_sensing_reveals_everyone(box: bool, tmp_path: Path) -> None:
     assert mallory["queries_to_100"] == 121
     events = _events(result.log_path)
     report = next(e for e in events if e.get("event") == "developer_stopped")["report"]
-    assert report["group_sizes"] == [280, 20]
+    assert report["group_sizes"] == [[280, 20]]  # one (N1, N0) per label class; SP has one
     assert report["group_sizes_source"] == "probe"
 
 
@@ -440,15 +440,22 @@ def _perturbed(h0: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray:
 
 
 @pytest.mark.parametrize(
-    ("m", "box", "method"), [(300, True, "box"), (400, False, "basis_pursuit")]
+    ("m", "box", "method", "used"),
+    [
+        (300, True, "basis_pursuit", "box"),
+        (400, False, "basis_pursuit", "basis_pursuit"),
+        (300, False, "auto", "omp"),
+    ],
 )
-def test_decoder_recovers_the_attribute_from_exact_answers(m: int, box: bool, method: str) -> None:
+def test_decoder_recovers_the_attribute_from_exact_answers(
+    m: int, box: bool, method: str, used: str
+) -> None:
     n, n0 = 1000, 50
     a, h0, rng = _random_instance(7, n, n0)
     H = _perturbed(h0, m, rng)
     sp = _sp(H, a)
-    result = decode_statistical_parity(H, sp, n1=n - n0, n0=n0, box=box)
-    assert result.method == method
+    result = decode_statistical_parity(H, sp, n1=n - n0, n0=n0, box=box, method=method)
+    assert result.method == used
     np.testing.assert_array_equal(result.attribute, a)
     c = 1 / (n - n0) + 1 / n0
     np.testing.assert_allclose(result.s, np.where(a == 0, c, 0.0), atol=1e-6 * c)

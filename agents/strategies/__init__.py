@@ -1,5 +1,9 @@
 """Developer strategies: honest model selection and the Attribute-Reveal attacks.
 
+The paper's attacks (section 3): ``single_query`` and ``differencing`` (Examples 1 and 2, targeted),
+``full_rank`` (Theorem 3, Algorithm 1), ``compressed_sensing`` (Theorem 5, Algorithm 2),
+``abs_sp_partition`` (Theorem 7), ``eo_reveal`` and ``equalized_odds_reveal`` (Remark 5).
+
 Each strategy kind has a configuration model (a pydantic model tagged by ``kind``) and a class;
 :data:`STRATEGIES` maps kind names to both, and scenario files build their discriminated union
 from it. Strategies are pure (no SimPy); see :mod:`biasleak.agents.strategies.base`.
@@ -22,8 +26,18 @@ from biasleak.agents.strategies.base import (
 from biasleak.agents.strategies.compressed_sensing import (
     CompressedSensing,
     CompressedSensingConfig,
+    EoRevealConfig,
+    EqualizedOddsRevealConfig,
 )
+from biasleak.agents.strategies.full_rank import FullRank, FullRankConfig
 from biasleak.agents.strategies.honest import HonestSelection, HonestSelectionConfig
+from biasleak.agents.strategies.partition import AbsSpPartition, AbsSpPartitionConfig
+from biasleak.agents.strategies.targeted import (
+    Differencing,
+    DifferencingConfig,
+    SingleQuery,
+    SingleQueryConfig,
+)
 
 __all__ = [
     "STRATEGIES",
@@ -40,7 +54,13 @@ __all__ = [
 
 STRATEGIES: dict[str, tuple[type[StrategyConfig], type[Strategy]]] = {
     "honest_selection": (HonestSelectionConfig, HonestSelection),
+    "single_query": (SingleQueryConfig, SingleQuery),
+    "differencing": (DifferencingConfig, Differencing),
+    "full_rank": (FullRankConfig, FullRank),
     "compressed_sensing": (CompressedSensingConfig, CompressedSensing),
+    "abs_sp_partition": (AbsSpPartitionConfig, AbsSpPartition),
+    "eo_reveal": (EoRevealConfig, CompressedSensing),
+    "equalized_odds_reveal": (EqualizedOddsRevealConfig, CompressedSensing),
 }
 """Strategy kind -> (configuration model, strategy class)."""
 

@@ -7,9 +7,19 @@
 2. **Sense**: ``queries`` models ``h_i = clip(h_0 + U(-b, b), 0, 1)`` around the base model,
    sent in batches of ``batch`` models; each model stays close to h_0, so its accuracy is close
    to the base model's (the paper saw 86.23% mean, std 0.26 on Adult for b = 0.1).
-3. **Decode** with basis pursuit (:mod:`biasleak.agents.strategies.decoders`) after every
+3. **Decode** (:mod:`biasleak.agents.strategies.decoders`; by default OMP, falling back to the
+   paper's basis pursuit, or its box-constrained form with ``box: true``) after every
    ``decode_every`` answered batches (0: only once all batches are resolved), thresholding at
    half of ``1/N1 + 1/N0``.
+
+The same attack works through the other metrics of Remark 5. ``eo_reveal`` asks for the equal
+opportunity gap, which depends only on the people with y = 1: it decodes their attribute (with
+their group sizes N11, N10) and can say nothing about the others, whom it guesses to be in the
+advantaged group with zero confidence. ``equalized_odds_reveal`` asks for both gaps of equalized
+odds: the TPR gap for the people with y = 1 and the FPR gap for those with y = 0, each decoded
+separately, so it reaches everyone. Its probe accepts one person of each label class. The
+developer knows the labels (they are public), so it knows whom its queries can reach; ``report``
+says how many.
 
 Refused batches are dropped. The strategy stops after its last batch is resolved.
 """
@@ -31,22 +41,29 @@ from biasleak.agents.strategies.base import (
     StrategyConfig,
     Submit,
 )
-from biasleak.agents.strategies.decoders import decode_statistical_parity
+from biasleak.agents.strategies.decoders import METHODS, decode_statistical_parity
 
-__all__ = ["CompressedSensing", "CompressedSensingConfig"]
+__all__ = [
+    "CompressedSensing",
+    "CompressedSensingConfig",
+    "EoRevealConfig",
+    "EqualizedOddsRevealConfig",
+]
 
 
-class CompressedSensingConfig(StrategyConfig):
-    """Configuration of :class:`CompressedSensing`."""
+class _SensingConfig(StrategyConfig):
+    """Fields shared by the compressed-sensing strategies."""
 
-    kind: Literal["compressed_sensing"] = "compressed_sensing"
     queries: int = Field(400, ge=1, description="number of perturbed models m")
     perturbation: float = Field(0.1, gt=0.0, le=1.0, description="noise half-width b")
     batch: int = Field(50, ge=1, description="models per query message")
     box: bool = Field(
         False, strict=False, description="add the box constraint 0 <= s <= 1/N1 + 1/N0"
     )
-    probe: bool = Field(True, strict=False, description="learn N1, N0 from a one-person query")
+    decoder: Literal[METHODS] = Field(  # type: ignore[valid-type]
+        "auto", description="decoder (auto: OMP, falling back to basis pursuit)"
+    )
+    probe: bool = Field(True, strict=False, description="learn the group sizes from a probe")
     prior_minority: float = Field(
         0.1, gt=0.0, lt=1.0, description="share of a = 0 assumed when the probe fails"
     )
@@ -58,15 +75,47 @@ class CompressedSensingConfig(StrategyConfig):
     )
 
 
+class CompressedSensingConfig(_SensingConfig):
+    """Compressed sensing through statistical parity answers (Algorithm 2)."""
+
+    kind: Literal["compressed_sensing"] = "compressed_sensing"
+
+
+class EoRevealConfig(_SensingConfig):
+    """Compressed sensing through equal opportunity answers (reaches people with y = 1)."""
+
+    kind: Literal["eo_reveal"] = "eo_reveal"
+
+
+class EqualizedOddsRevealConfig(_SensingConfig):
+    """Compressed sensing through equalized-odds answers (TPR and FPR gaps; reaches everyone)."""
+
+    kind: Literal["equalized_odds_reveal"] = "equalized_odds_reveal"
+
+
+METRIC_OF_KIND = {"compressed_sensing": "sp", "eo_reveal": "eo", "equalized_odds_reveal": "eodds"}
+
+
 class CompressedSensing(Strategy):
-    """Attribute-Reveal by compressed sensing (Theorem 5, Algorithm 2, Remark 4)."""
+    """Attribute-Reveal by compressed sensing (Theorem 5, Algorithm 2, Remarks 4 and 5)."""
 
     kind = "compressed_sensing"
 
-    def __init__(self, config: CompressedSensingConfig, context: DeveloperContext) -> None:
+    def __init__(self, config: _SensingConfig, context: DeveloperContext) -> None:
         super().__init__(config, context)
-        self.config: CompressedSensingConfig = config
+        self.config: _SensingConfig = config
         n = context.n
+        self.metric = METRIC_OF_KIND[config.kind]  # type: ignore[attr-defined]
+        labels = context.public.audit.labels == 1
+        if self.metric == "sp":
+            self.classes = [np.arange(n)]
+        elif self.metric == "eo":
+            self.classes = [np.flatnonzero(labels)]
+        else:
+            self.classes = [np.flatnonzero(labels), np.flatnonzero(~labels)]
+        """Who each answer column depends on (its 'class')."""
+        if any(c.size < 2 for c in self.classes):
+            raise ValueError("every label class this metric needs must hold at least 2 people")
         h0 = context.base_predictions
         noise = context.rng.uniform(-config.perturbation, config.perturbation, (config.queries, n))
         self.models: NDArray[np.float64] = np.clip(h0[None, :] + noise, 0.0, 1.0)
@@ -76,9 +125,9 @@ class CompressedSensing(Strategy):
             for start in range(0, config.queries, config.batch)
         ]
         self.answers: dict[int, NDArray[np.float64]] = {}
-        """Batch index -> answered SP values."""
-        self.group_sizes: tuple[int, int] | None = None
-        """(N1, N0) as learned by the probe, or assumed."""
+        """Batch index -> answered values, shape (models, classes)."""
+        self.group_sizes: list[tuple[int, int]] | None = None
+        """Per class (N1, N0), as learned by the probe, or assumed."""
         self.group_sizes_source = ""
         self._next = 0
         self._pending: str | None = None
@@ -91,16 +140,16 @@ class CompressedSensing(Strategy):
         if self.group_sizes is None:
             if self.config.probe:
                 probe = np.zeros((1, n))
-                probe[0, 0] = 1.0
+                probe[0, [int(c[0]) for c in self.classes]] = 1.0
                 self._pending = "probe"
-                return Submit(probe, "sp", self.config.prepare_hours, "probe")
+                return Submit(probe, self.metric, self.config.prepare_hours, "probe")
             self._assume_sizes()
         if self._next < len(self.batches):
             start, stop = self.batches[self._next]
             self._pending = f"batch {self._next}"
             return Submit(
                 self.models[start:stop],
-                "sp",
+                self.metric,
                 self.config.prepare_hours,
                 f"batch {self._next + 1}/{len(self.batches)}",
             )
@@ -109,16 +158,19 @@ class CompressedSensing(Strategy):
         return Stop("all batches resolved")
 
     def _assume_sizes(self) -> None:
-        n = self.context.n
-        n0 = min(max(round(self.config.prior_minority * n), 1), n - 1)
-        self.group_sizes = (n - n0, n0)
+        sizes = []
+        for c in self.classes:
+            n0 = min(max(round(self.config.prior_minority * c.size), 1), c.size - 1)
+            sizes.append((int(c.size) - n0, n0))
+        self.group_sizes = sizes
         self.group_sizes_source = "prior"
 
     def on_answer(self, values: NDArray[np.float64], now: float) -> None:
+        vals = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
         if self._pending == "probe":
-            self._learn_sizes(float(values[0]))
+            self._learn_sizes(vals[0])
         else:
-            self.answers[self._next] = np.asarray(values, dtype=np.float64)
+            self.answers[self._next] = vals
             self._next += 1
             self._answered_batches += 1
             every = self.config.decode_every
@@ -133,30 +185,48 @@ class CompressedSensing(Strategy):
             self._next += 1
         self._pending = None
 
-    def _learn_sizes(self, value: float) -> None:
-        n = self.context.n
-        if not np.isfinite(value) or value == 0.0:
+    def _learn_sizes(self, values: NDArray[np.float64]) -> None:
+        if (
+            values.size != len(self.classes)
+            or not np.all(np.isfinite(values))
+            or np.any(values == 0.0)
+        ):
             self._assume_sizes()
             return
-        size = min(max(round(1.0 / abs(value)), 1), n - 1)
-        self.group_sizes = (size, n - size) if value > 0 else (n - size, size)
+        sizes = []
+        for c, value in zip(self.classes, values, strict=True):
+            size = min(max(round(1.0 / abs(float(value))), 1), int(c.size) - 1)
+            sizes.append((size, int(c.size) - size) if value > 0 else (int(c.size) - size, size))
+        self.group_sizes = sizes
         self.group_sizes_source = "probe"
 
     # -- decoding -----------------------------------------------------------------------------
 
     def _decode(self) -> None:
         assert self.group_sizes is not None
-        rows = [np.arange(*self.batches[i]) for i in sorted(self.answers)]
-        if not rows:
+        done = sorted(self.answers)
+        if not done:
             return
-        index = np.concatenate(rows)
-        sp = np.concatenate([self.answers[i] for i in sorted(self.answers)])
-        n1, n0 = self.group_sizes
-        result = decode_statistical_parity(
-            self.models[index], sp, n1=n1, n0=n0, box=self.config.box
-        )
+        index = np.concatenate([np.arange(*self.batches[i]) for i in done])
+        answers = np.concatenate([self.answers[i] for i in done])
+        n = self.context.n
+        attribute = np.ones(n, dtype=np.int8)  # unreachable people: the advantaged guess
+        confidence = np.zeros(n)
+        methods = []
+        for col, (cls, (n1, n0)) in enumerate(zip(self.classes, self.group_sizes, strict=True)):
+            result = decode_statistical_parity(
+                self.models[np.ix_(index, cls)],
+                answers[:, col],
+                n1=n1,
+                n0=n0,
+                method=self.config.decoder,
+                box=self.config.box,
+            )
+            attribute[cls] = result.attribute
+            confidence[cls] = result.confidence
+            methods.append(result.method)
         self._set_estimate(
-            Estimate(result.attribute, result.confidence, int(index.size), result.method)
+            Estimate(attribute, confidence, int(index.size), "+".join(sorted(set(methods))))
         )
 
     def report(self) -> dict[str, Any]:
@@ -164,9 +234,11 @@ class CompressedSensing(Strategy):
         labels = self.context.public.audit.labels
         acc = ((self.models >= 0.5) == (labels[None, :] == 1)).mean(axis=1)
         return {
-            "group_sizes": list(self.group_sizes) if self.group_sizes else None,
+            "metric": self.metric,
+            "reachable": int(sum(c.size for c in self.classes)),
+            "group_sizes": [list(g) for g in self.group_sizes] if self.group_sizes else None,
             "group_sizes_source": self.group_sizes_source,
-            "models_answered": int(sum(v.size for v in self.answers.values())),
+            "models_answered": int(sum(v.shape[0] for v in self.answers.values())),
             "base_accuracy": float(((h0 >= 0.5) == (labels == 1)).mean()),
             "model_accuracy_mean": float(acc.mean()),
             "model_accuracy_std": float(acc.std()),

@@ -1,0 +1,158 @@
+r"""Full-rank reconstruction: Theorem 3, Algorithm 1 and Remark 3 of the paper.
+
+Model i is the base model h_0 with person i's output changed (``1 - h0_i``; for ``h0_i = 1/2``,
+where that would change nothing, 1 instead), so the n models form
+
+.. math:: H = \mathbf{1} h_0^\top + \operatorname{diag}(d), \qquad d_i = h_i(x_i) - h_0(x_i) \ne 0,
+
+and ``SP = H v`` with ``v_j = 1/N1`` (a = 1) or ``-1/N0`` (a = 0). Decoders (``decoder``):
+
+``structured``
+    With one extra query of h_0 itself (``base_query: true``, the default), ``SP_i - SP_0 =
+    d_i v_i``: every person's ``v_i`` in O(1) from its own answer, so the estimate grows with
+    every answered batch. Without it, Sherman-Morrison gives
+    ``v = D^{-1} SP - D^{-1} 1 (h0^T D^{-1} SP) / (1 + h0^T D^{-1} 1)`` in O(n) once all n
+    answers are in, without forming H.
+``generic``
+    Solve ``H v = SP`` (forming H, O(n^3)): the paper's Algorithm 1 as written.
+``auto``
+    ``structured`` when it applies, else ``generic``.
+
+Remark 3: with ``skip_last: true`` the last person is not queried; with the base query, the
+identity ``sum_j v_j = N1/N1 - N0/N0 = 0`` gives their ``v``. The guess is ``a_j = 1`` when
+``v_j > 0``; its confidence is ``|v_j|`` in units of ``1/n``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import Field
+
+from biasleak.agents.strategies.base import (
+    Action,
+    DeveloperContext,
+    Estimate,
+    Stop,
+    Strategy,
+    StrategyConfig,
+    Submit,
+)
+from biasleak.agents.strategies.targeted import flipped
+
+__all__ = ["FullRank", "FullRankConfig", "solve_structured"]
+
+
+class FullRankConfig(StrategyConfig):
+    """Configuration of :class:`FullRank`."""
+
+    kind: Literal["full_rank"] = "full_rank"
+    base_query: bool = Field(True, strict=False, description="also ask for h_0 itself")
+    skip_last: bool = Field(False, strict=False, description="Remark 3: n - 1 flipped models")
+    decoder: Literal["auto", "structured", "generic"] = "auto"
+    batch: int = Field(100, ge=1, description="models per query message")
+    prepare_hours: float = Field(0.5, ge=0.0, allow_inf_nan=False)
+
+
+def solve_structured(
+    h0: NDArray[np.float64], d: NDArray[np.float64], sp: NDArray[np.float64]
+) -> NDArray[np.float64] | None:
+    """Solve ``(1 h0^T + diag(d)) v = sp`` by Sherman-Morrison in O(n); None if singular."""
+    inv = sp / d
+    ones = 1.0 / d
+    denom = 1.0 + float(h0 @ ones)
+    if abs(denom) < 1e-12:
+        return None
+    return inv - ones * float(h0 @ inv) / denom
+
+
+class FullRank(Strategy):
+    """Attribute-Reveal from n flipped models (Algorithm 1)."""
+
+    kind = "full_rank"
+
+    def __init__(self, config: FullRankConfig, context: DeveloperContext) -> None:
+        super().__init__(config, context)
+        self.config: FullRankConfig = config
+        if config.skip_last and not config.base_query:
+            raise ValueError("skip_last needs base_query: the last v comes from sum(v) = 0")
+        h0 = context.base_predictions
+        n = context.n
+        people = n - 1 if config.skip_last else n
+        pairs = [flipped(h0, j) for j in range(people)]
+        rows = [p[0] for p in pairs]
+        self.d = np.array([p[1] for p in pairs])
+        if config.base_query:
+            rows.insert(0, h0.copy())
+        self.models = np.stack(rows)
+        self.offset = 1 if config.base_query else 0
+        self.answers = np.full(self.models.shape[0], np.nan)
+        self.batches = [
+            (s, min(s + config.batch, self.models.shape[0]))
+            for s in range(0, self.models.shape[0], config.batch)
+        ]
+        self._next = 0
+        self.method = ""
+
+    def next_action(self, now: float) -> Action:
+        if self._next < len(self.batches):
+            start, stop = self.batches[self._next]
+            return Submit(
+                self.models[start:stop],
+                "sp",
+                self.config.prepare_hours,
+                f"batch {self._next + 1}/{len(self.batches)}",
+            )
+        return Stop("all batches resolved")
+
+    def on_answer(self, values: NDArray[np.float64], now: float) -> None:
+        start, stop = self.batches[self._next]
+        self.answers[start:stop] = np.asarray(values, dtype=np.float64).reshape(-1)
+        self._next += 1
+        self._decode()
+
+    def on_refusal(self, reason: str, detail: str, now: float) -> None:
+        self._next += 1
+
+    def _decode(self) -> None:
+        n = self.context.n
+        h0 = self.context.base_predictions
+        flips = self.answers[self.offset :]
+        v = np.full(n, np.nan)
+        decoder = self.config.decoder
+        base = self.answers[0] if self.config.base_query else np.nan
+        if decoder in ("auto", "structured") and np.isfinite(base):
+            known = np.isfinite(flips)
+            v[: flips.size][known] = (flips[known] - base) / self.d[known]
+            if self.config.skip_last and known.all():
+                v[n - 1] = -np.nansum(v[: n - 1])
+            self.method = "structured"
+        elif np.all(np.isfinite(flips)) and flips.size == n:
+            solved = None
+            if decoder in ("auto", "structured"):
+                solved = solve_structured(h0, self.d, flips)
+                self.method = "sherman_morrison"
+            if solved is None:
+                H = np.tile(h0, (n, 1))
+                H[np.arange(n), np.arange(n)] += self.d
+                solved = np.linalg.solve(H, flips)
+                self.method = "generic"
+            v = solved
+        else:
+            return  # not enough answers yet for this decoder
+        known = np.isfinite(v)
+        attribute = np.ones(n, dtype=np.int8)
+        attribute[known] = (v[known] > 0).astype(np.int8)
+        confidence = np.zeros(n)
+        confidence[known] = np.abs(v[known]) * n
+        answered = int(np.count_nonzero(np.isfinite(self.answers)))
+        self._set_estimate(Estimate(attribute, confidence, answered, self.method))
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "decoder": self.method,
+            "models": int(self.models.shape[0]),
+            "answered": int(np.count_nonzero(np.isfinite(self.answers))),
+        }
