@@ -59,14 +59,23 @@ def child(method: str, n: int, m: int) -> dict:
     result = decode_statistical_parity(H, sp, n1=n1, n0=n - n1, method=method)
     seconds = time.perf_counter() - start
     value, _ = leakage(result.attribute, a)
-    return {"n": n, "m": m, "method": method, "used": result.method, "seconds": seconds,
-            "peak_mib": max(_rss_mib() - before, 0.0), "leakage": value}
+    return {
+        "n": n,
+        "m": m,
+        "method": method,
+        "used": result.method,
+        "seconds": seconds,
+        "peak_mib": max(_rss_mib() - before, 0.0),
+        "leakage": value,
+    }
 
 
 def run(method: str, n: int, m: int) -> dict:
     out = subprocess.run(
         [sys.executable, __file__, "--child", method, str(n), str(m)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -101,12 +110,16 @@ def main() -> None:
         for r in rows:
             print(json.dumps(r))
         return
-    print(f"{'n':>6} {'m':>5} {'method':<14} {'used':<14} {'seconds':>9} {'peak MiB':>9} "
-          f"{'leakage %':>9} {'vs cvxpy':>10}")
+    print(
+        f"{'n':>6} {'m':>5} {'method':<14} {'used':<14} {'seconds':>9} {'peak MiB':>9} "
+        f"{'leakage %':>9} {'vs cvxpy':>10}"
+    )
     for r in rows:
         mark = " (est.)" if r["speedup_estimated"] else ""
-        print(f"{r['n']:>6} {r['m']:>5} {r['method']:<14} {r['used']:<14} {r['seconds']:>9.2f} "
-              f"{r['peak_mib']:>9.1f} {r['leakage']:>9.1f} {r['speedup_vs_cvxpy']:>9.1f}x{mark}")
+        print(
+            f"{r['n']:>6} {r['m']:>5} {r['method']:<14} {r['used']:<14} {r['seconds']:>9.2f} "
+            f"{r['peak_mib']:>9.1f} {r['leakage']:>9.1f} {r['speedup_vs_cvxpy']:>9.1f}x{mark}"
+        )
 
 
 if __name__ == "__main__":
