@@ -135,6 +135,7 @@ class Developer:
                     return
                 self._report_estimate()
             else:
+                self.strategy.last_retry_after = reply.retry_after
                 ok, _ = self._call(
                     "on_refusal", self.strategy.on_refusal, reply.reason, reply.detail, env.now
                 )

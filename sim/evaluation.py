@@ -29,7 +29,11 @@ compliance
     ``mean_abs_error`` / ``median_abs_error`` of |released - exact| over every freshly released
     model (Cauchy noise has no mean: read the median), also per metric;
 auditor
-    ``alerts`` and ``alerts_by_detector``.
+    ``alerts`` and ``alerts_by_detector``;
+``proxy_baseline_leakage``
+    what features alone give away: the leakage of a proxy model trained on the training split's
+    attribute (standing for a public survey), guessing a = 0 for the N0 audit-set people it finds
+    least likely to be advantaged. Attacks are worth what they add to it.
 """
 
 from __future__ import annotations
@@ -207,6 +211,7 @@ def summarize(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return {
         "scenario": header.get("scenario"),
         "seed": header.get("seed"),
+        "proxy_baseline_leakage": header.get("proxy_baseline_leakage"),
         "developers": devs,
         "compliance": compliance,
         "auditor": {

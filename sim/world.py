@@ -28,11 +28,13 @@ import simpy
 from biasleak.agents.auditor import Auditor
 from biasleak.agents.compliance import Compliance
 from biasleak.agents.developer import Developer
-from biasleak.agents.models import train_base_model
-from biasleak.agents.strategies import DeveloperContext, build_strategy
+from biasleak.agents.models import build_pipeline, train_base_model
+from biasleak.agents.public import PublicView
+from biasleak.agents.strategies import PROXY_KINDS, DeveloperContext, build_strategies
+from biasleak.agents.strategies.adaptive import proxy_estimate
 from biasleak.mechanisms.policy import AuditSet
 from biasleak.sim import datasets
-from biasleak.sim.evaluation import Evaluator, summarize
+from biasleak.sim.evaluation import Evaluator, leakage, summarize
 from biasleak.sim.runlog import RunLog, jsonable, read_log
 from biasleak.sim.scenario import Scenario, scenario_hash
 
@@ -72,8 +74,11 @@ class RunResult:
 
 
 @lru_cache(maxsize=8)
-def _prepared(data_json: str, data_seed: int, C: float) -> tuple[Any, np.ndarray, float]:
-    """Load the data and train the base model once per (data config, seed, C) in a process."""
+def _prepared(
+    data_json: str, data_seed: int, C: float
+) -> tuple[Any, np.ndarray, float, PublicView | None, float | None]:
+    """Load the data, train the base model and measure the proxy-only baseline, once per
+    (data config, seed, C) in a process."""
     options = json.loads(data_json)
     name = options.pop("dataset")
     options.pop("seed", None)
@@ -93,7 +98,19 @@ def _prepared(data_json: str, data_seed: int, C: float) -> tuple[Any, np.ndarray
         data.public.audit.labels,
     ):
         array.flags.writeable = False
-    return data, h0, model.accuracy(data.public.audit)
+    train = data.public.train
+    if not data.train_disjoint:  # the training split holds the audit people: no proxy sample
+        return data, h0, model.accuracy(data.public.audit), None, None
+    # An external labelled sample for proxy models: the training split's features with its
+    # attribute, standing for a public survey. Never the audit set's attribute.
+    proxy = PublicView(train.features, data.train_protected, train.columns, train.categorical)
+    p = (
+        build_pipeline(proxy)
+        .fit(proxy.features, proxy.labels)
+        .predict_proba(data.public.audit.features)[:, 1]
+    )
+    baseline, _ = leakage(proxy_estimate(p, data.n0), data.protected)
+    return data, h0, model.accuracy(data.public.audit), proxy, baseline
 
 
 def run_scenario(
@@ -104,9 +121,22 @@ def run_scenario(
     resolved = scenario.model_copy(update={"seed": run_seed})
     data_cfg = resolved.data.model_dump(mode="json", exclude_none=True)
     data_seed = resolved.data.seed if resolved.data.seed is not None else run_seed
-    data, h0, base_accuracy = _prepared(
+    data, h0, base_accuracy, proxy, proxy_baseline = _prepared(
         json.dumps(data_cfg, sort_keys=True), data_seed, resolved.model.C
     )
+    built: list[tuple[Any, str, Any]] = []  # (spec, identity, strategy or the setup error)
+    for spec in resolved.developers:
+        context = DeveloperContext(
+            data.public,
+            h0,
+            rng_for(run_seed, f"developer:{spec.id}"),
+            proxy=proxy if spec.strategy.kind in PROXY_KINDS else None,
+        )
+        try:
+            for identity, strategy in build_strategies(spec.strategy, context, spec.id):
+                built.append((spec, identity, strategy))
+        except Exception as err:  # a strategy that cannot start is an event, not a crash
+            built.append((spec, spec.id, f"{type(err).__name__}: {err}"))
     digest = scenario_hash(resolved)
     log_path = Path(log_dir) / f"{resolved.name}-seed{run_seed}.jsonl"
     env = simpy.Environment()
@@ -124,9 +154,10 @@ def run_scenario(
             "description": data.public.description,
         },
         "base_model_accuracy": base_accuracy,
+        "proxy_baseline_leakage": proxy_baseline,
         "developers": [
-            {"id": d.id, "organization": d.organization, "strategy": d.strategy.kind}
-            for d in resolved.developers
+            {"id": identity, "organization": spec.organization, "strategy": spec.strategy.kind}
+            for spec, identity, _ in built
         ],
         "auditor_enabled": resolved.auditor.enabled,
     }
@@ -143,17 +174,14 @@ def run_scenario(
         on_alert=resolved.auditor.on_alert,
     )
     evaluator = Evaluator(data.protected, runlog.logger("evaluator"), keep=runlog.add_array)
-    for spec in resolved.developers:
-        log = runlog.logger(spec.id)
-        context = DeveloperContext(data.public, h0, rng_for(run_seed, f"developer:{spec.id}"))
-        try:
-            strategy = build_strategy(spec.strategy, context)
-        except Exception as err:  # a strategy that cannot start is an event, not a crash
-            log.error("strategy_error", during="setup", error=f"{type(err).__name__}: {err}")
+    for spec, identity, strategy in built:
+        log = runlog.logger(identity)
+        if isinstance(strategy, str):
+            log.error("strategy_error", during="setup", error=strategy)
             continue
         developer = Developer(
             env,
-            identity=spec.id,
+            identity=identity,
             organization=spec.organization,
             strategy=strategy,
             compliance=compliance.mailbox,
@@ -163,7 +191,7 @@ def run_scenario(
             retry_rate_limited=spec.retry_rate_limited,
             latency=resolved.compliance.latency_hours,
         )
-        compliance.register(spec.id, spec.organization, developer.inbox)
+        compliance.register(identity, spec.organization, developer.inbox)
     if resolved.auditor.enabled:
         Auditor(
             env,

@@ -140,3 +140,63 @@ def test_quickstart_policy(summaries: dict[str, Any]) -> None:
     assert s["compliance"]["epsilon_spent"] <= 10.0
     assert s["developers"]["mallory"]["refused"].get("suspended", 0) > 0
     assert s["developers"]["alice"]["answered"] == 10
+
+
+def test_paper_attacks_against_exact_answers(summaries: dict[str, Any]) -> None:
+    devs = summaries["paper_attacks"]["developers"]
+    for who in ("full", "full_sm", "cs", "cs_box", "eodds"):
+        assert devs[who]["leakage"] == 100.0, who
+    assert devs["partition"]["leakage_relabelled"] == 100.0
+    assert devs["single"]["confident_right"] == 5 and devs["single"]["confident_wrong"] == 0
+    assert devs["pair"]["confident_right"] == 3 and devs["pair"]["confident_wrong"] == 0
+    assert devs["cs_box"]["answered"] < devs["cs"]["answered"]
+
+
+def test_averaging_beats_per_query_noise(summaries: dict[str, Any]) -> None:
+    devs = summaries["adaptive_averaging"]["developers"]
+    assert devs["averager"]["leakage"] > devs["oneshot"]["leakage"] + 10.0
+    # the cache answered the probe's repeats: one charge, three answers
+    assert devs["probe"]["answered"] == 3 and devs["probe"]["epsilon_spent"] == 20.0
+
+
+def test_evasion_routes_around_refusals(summaries: dict[str, Any]) -> None:
+    devs = summaries["adaptive_evasive"]["developers"]
+    assert devs["plain"]["answered"] == 0
+    assert devs["evader"]["leakage"] > 90.0
+    assert set(devs["evader"]["refused"]) >= {"low_support", "near_duplicate"}
+
+
+def test_sequential_stops_early(summaries: dict[str, Any]) -> None:
+    devs = summaries["adaptive_sequential"]["developers"]
+    assert devs["sequential"]["leakage"] == devs["fixed"]["leakage"] == 100.0
+    assert devs["sequential"]["answered"] < devs["fixed"]["answered"]
+
+
+def test_metric_switching_falls_back_to_eo(summaries: dict[str, Any]) -> None:
+    dev = summaries["adaptive_metric_switching"]["developers"]["switcher"]
+    assert dev["refused"] == {"invalid": 1}
+    assert dev["leakage"] > 75.0
+
+
+def test_sybils_beat_identity_budgets_not_organisation_budgets(summaries: dict[str, Any]) -> None:
+    per_identity = summaries["adaptive_sybil_identity"]["developers"]
+    per_org = summaries["adaptive_sybil_organization"]["developers"]
+    answered_identity = sum(per_identity[f"sybil.{k}"]["answered"] for k in range(1, 5))
+    answered_org = sum(per_org[f"sybil.{k}"]["answered"] for k in range(1, 5))
+    assert answered_identity > 3 * answered_org
+    assert answered_org == per_org["single"]["answered"]
+    assert per_identity["sybil.1"]["leakage"] > per_org["sybil.1"]["leakage"] + 10.0
+
+
+def test_budget_aware_targets_reveal_their_person(summaries: dict[str, Any]) -> None:
+    devs = summaries["adaptive_budget_aware"]["developers"]
+    for who in ("target20", "target1"):
+        assert devs[who]["confident_right"] == 1 and devs[who]["confident_wrong"] == 0
+        assert devs[who]["epsilon_spent"] <= 2000.0
+
+
+def test_proxy_prior_is_not_worse_than_the_proxy_baseline(summaries: dict[str, Any]) -> None:
+    s = summaries["adaptive_proxy_prior"]
+    assert s["proxy_baseline_leakage"] > 55.0
+    assert s["developers"]["proxy"]["leakage"] >= s["proxy_baseline_leakage"] - 2.0
+    assert s["developers"]["plain"]["leakage"] < s["proxy_baseline_leakage"]

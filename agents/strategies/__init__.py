@@ -3,6 +3,9 @@
 The paper's attacks (section 3): ``single_query`` and ``differencing`` (Examples 1 and 2, targeted),
 ``full_rank`` (Theorem 3, Algorithm 1), ``compressed_sensing`` (Theorem 5, Algorithm 2),
 ``abs_sp_partition`` (Theorem 7), ``eo_reveal`` and ``equalized_odds_reveal`` (Remark 5).
+Adaptive adversaries: ``noise_probe``, ``averaging``, ``evasive``, ``sequential_cs``,
+``metric_switching``, ``sybil``, ``budget_aware`` and ``proxy_prior``
+(:mod:`~biasleak.agents.strategies.adaptive`, :mod:`~biasleak.agents.strategies.sybil`).
 
 Each strategy kind has a configuration model (a pydantic model tagged by ``kind``) and a class;
 :data:`STRATEGIES` maps kind names to both, and scenario files build their discriminated union
@@ -13,6 +16,22 @@ from __future__ import annotations
 
 import difflib
 
+from biasleak.agents.strategies.adaptive import (
+    Averaging,
+    AveragingConfig,
+    BudgetAware,
+    BudgetAwareConfig,
+    Evasive,
+    EvasiveConfig,
+    MetricSwitching,
+    MetricSwitchingConfig,
+    NoiseProbe,
+    NoiseProbeConfig,
+    ProxyPrior,
+    ProxyPriorConfig,
+    SequentialCS,
+    SequentialCSConfig,
+)
 from biasleak.agents.strategies.base import (
     Action,
     DeveloperContext,
@@ -32,6 +51,7 @@ from biasleak.agents.strategies.compressed_sensing import (
 from biasleak.agents.strategies.full_rank import FullRank, FullRankConfig
 from biasleak.agents.strategies.honest import HonestSelection, HonestSelectionConfig
 from biasleak.agents.strategies.partition import AbsSpPartition, AbsSpPartitionConfig
+from biasleak.agents.strategies.sybil import SybilConfig, SybilShard, sybil_shards
 from biasleak.agents.strategies.targeted import (
     Differencing,
     DifferencingConfig,
@@ -40,6 +60,7 @@ from biasleak.agents.strategies.targeted import (
 )
 
 __all__ = [
+    "PROXY_KINDS",
     "STRATEGIES",
     "Action",
     "DeveloperContext",
@@ -49,6 +70,7 @@ __all__ = [
     "StrategyConfig",
     "Submit",
     "Wait",
+    "build_strategies",
     "build_strategy",
 ]
 
@@ -61,15 +83,38 @@ STRATEGIES: dict[str, tuple[type[StrategyConfig], type[Strategy]]] = {
     "abs_sp_partition": (AbsSpPartitionConfig, AbsSpPartition),
     "eo_reveal": (EoRevealConfig, CompressedSensing),
     "equalized_odds_reveal": (EqualizedOddsRevealConfig, CompressedSensing),
+    "noise_probe": (NoiseProbeConfig, NoiseProbe),
+    "averaging": (AveragingConfig, Averaging),
+    "evasive": (EvasiveConfig, Evasive),
+    "sequential_cs": (SequentialCSConfig, SequentialCS),
+    "metric_switching": (MetricSwitchingConfig, MetricSwitching),
+    "sybil": (SybilConfig, SybilShard),
+    "budget_aware": (BudgetAwareConfig, BudgetAware),
+    "proxy_prior": (ProxyPriorConfig, ProxyPrior),
 }
 """Strategy kind -> (configuration model, strategy class)."""
 
 
+PROXY_KINDS = frozenset({"proxy_prior"})
+"""Strategy kinds that need an external labelled sample in their context (``proxy``)."""
+
+
 def build_strategy(config: StrategyConfig, context: DeveloperContext) -> Strategy:
-    """Instantiate the strategy a configuration describes."""
+    """Instantiate the strategy a configuration describes (one identity)."""
     kind = getattr(config, "kind", None)
     if kind not in STRATEGIES:
         close = difflib.get_close_matches(str(kind), list(STRATEGIES), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ValueError(f"strategy kind must be one of {list(STRATEGIES)}; got {kind!r}{hint}")
+    if kind == "sybil":
+        raise ValueError("a sybil strategy drives several identities: use build_strategies")
     return STRATEGIES[kind][1](config, context)
+
+
+def build_strategies(
+    config: StrategyConfig, context: DeveloperContext, identity: str
+) -> list[tuple[str, Strategy]]:
+    """The (identity, strategy) pairs one scenario developer becomes: one, or k for a Sybil."""
+    if isinstance(config, SybilConfig):
+        return sybil_shards(config, context, identity)
+    return [(identity, build_strategy(config, context))]

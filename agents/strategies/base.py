@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict
 
-from biasleak.agents.public import PublicData
+from biasleak.agents.public import PublicData, PublicView
 
 __all__ = [
     "Action",
@@ -96,6 +96,9 @@ class DeveloperContext:
     """The base model h_0's outputs on the audit set, shape (n,)."""
     rng: np.random.Generator = field(repr=False)
     """This developer's own random stream."""
+    proxy: PublicView | None = field(default=None, repr=False)
+    """An external labelled sample for proxy models: features with the protected attribute as
+    ``labels`` (e.g. a public survey). Never the audit set. Given only to strategies that ask."""
 
     @property
     def n(self) -> int:
@@ -116,6 +119,8 @@ class Strategy(ABC):
         """Current guess of the protected attribute (attacks only)."""
         self.estimate_version = 0
         """Incremented at every new estimate, so the process knows when to report it."""
+        self.last_retry_after: float | None = None
+        """The ``retry_after`` of the latest refusal (set by the developer process)."""
 
     @abstractmethod
     def next_action(self, now: float) -> Action:

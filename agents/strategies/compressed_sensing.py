@@ -105,7 +105,7 @@ class CompressedSensing(Strategy):
         super().__init__(config, context)
         self.config: _SensingConfig = config
         n = context.n
-        self.metric = METRIC_OF_KIND[config.kind]  # type: ignore[attr-defined]
+        self.metric = METRIC_OF_KIND.get(config.kind, "sp")  # type: ignore[attr-defined]
         labels = context.public.audit.labels == 1
         if self.metric == "sp":
             self.classes = [np.arange(n)]
@@ -129,6 +129,10 @@ class CompressedSensing(Strategy):
         self.group_sizes: list[tuple[int, int]] | None = None
         """Per class (N1, N0), as learned by the probe, or assumed."""
         self.group_sizes_source = ""
+        self.stop_reason: str | None = None
+        """Set by subclasses that decide to stop early."""
+        self.decode_every = config.decode_every
+        """Decode after every k answered batches (0: once, at the end)."""
         self._next = 0
         self._pending: str | None = None
         self._answered_batches = 0
@@ -144,18 +148,34 @@ class CompressedSensing(Strategy):
                 self._pending = "probe"
                 return Submit(probe, self.metric, self.config.prepare_hours, "probe")
             self._assume_sizes()
-        if self._next < len(self.batches):
-            start, stop = self.batches[self._next]
+        if self.stop_reason is None and self._next < len(self.batches):
             self._pending = f"batch {self._next}"
             return Submit(
-                self.models[start:stop],
+                self._batch_models(self._next),
                 self.metric,
                 self.config.prepare_hours,
                 f"batch {self._next + 1}/{len(self.batches)}",
             )
-        if self.config.decode_every == 0 and self._answered_batches and self.estimate is None:
-            self._decode()
-        return Stop("all batches resolved")
+        answered = sum(v.shape[0] for v in self.answers.values())
+        if answered and (self.estimate is None or self.estimate.models_used < answered):
+            self._decode()  # a final decode over every answer
+        return Stop(self.stop_reason or "all batches resolved")
+
+    # -- hooks for the adaptive variants ----------------------------------------------------------
+
+    def _batch_models(self, i: int) -> NDArray[np.float64]:
+        """The models of batch i."""
+        start, stop = self.batches[i]
+        return self.models[start:stop]
+
+    def _measurements(self) -> tuple[NDArray[np.intp], NDArray[np.float64], float | None]:
+        """Rows of ``self.models`` answered so far, their answers and the noise level (or None)."""
+        done = sorted(self.answers)
+        index = np.concatenate([np.arange(*self.batches[i]) for i in done])
+        return index, np.concatenate([self.answers[i] for i in done]), None
+
+    def _after_decode(self, methods: list[str]) -> None:
+        """Called after every decode with the decoders used (one per label class)."""
 
     def _assume_sizes(self) -> None:
         sizes = []
@@ -173,7 +193,7 @@ class CompressedSensing(Strategy):
             self.answers[self._next] = vals
             self._next += 1
             self._answered_batches += 1
-            every = self.config.decode_every
+            every = self.decode_every
             if every and self._answered_batches % every == 0:
                 self._decode()
         self._pending = None
@@ -204,11 +224,9 @@ class CompressedSensing(Strategy):
 
     def _decode(self) -> None:
         assert self.group_sizes is not None
-        done = sorted(self.answers)
-        if not done:
+        if not self.answers:
             return
-        index = np.concatenate([np.arange(*self.batches[i]) for i in done])
-        answers = np.concatenate([self.answers[i] for i in done])
+        index, answers, sigma = self._measurements()
         n = self.context.n
         attribute = np.ones(n, dtype=np.int8)  # unreachable people: the advantaged guess
         confidence = np.zeros(n)
@@ -221,6 +239,7 @@ class CompressedSensing(Strategy):
                 n0=n0,
                 method=self.config.decoder,
                 box=self.config.box,
+                sigma=sigma,
             )
             attribute[cls] = result.attribute
             confidence[cls] = result.confidence
@@ -228,6 +247,7 @@ class CompressedSensing(Strategy):
         self._set_estimate(
             Estimate(attribute, confidence, int(index.size), "+".join(sorted(set(methods))))
         )
+        self._after_decode(methods)
 
     def report(self) -> dict[str, Any]:
         h0 = self.context.base_predictions

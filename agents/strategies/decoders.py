@@ -33,6 +33,15 @@ Methods (:data:`METHODS`):
 ``lp_decoding``
     For noisy answers: ``min ||H s - eta||_1`` with ``0 <= s <= c`` (Dwork, McSherry and Talwar
     2007; Cohen and Nissim's "LP reconstruction in practice"), robust to a fraction of gross errors.
+``lasso``
+    For noisy answers with a known noise level sigma (e.g. from repeated queries): basis pursuit
+    denoising as a non-negative LASSO on the centred, column-normalised system with
+    ``alpha = sigma sqrt(2 ln n) / m``, then rounding - A is binary and the small group's size k is
+    known, so the k largest entries of s form the guess (shrinkage makes a fixed threshold
+    useless).
+``omp_only``
+    OMP without the fallback: an exact fit is reported as ``omp``, anything else as
+    ``omp_unverified`` (cheap intermediate estimates for sequential attacks).
 ``auto``
     ``omp``, which falls back to ``basis_pursuit`` (``box`` with ``box=True``), which falls back
     to ``lp_decoding`` when the equalities are infeasible.
@@ -57,7 +66,16 @@ __all__ = [
     "omp",
 ]
 
-METHODS: Final[tuple[str, ...]] = ("auto", "omp", "basis_pursuit", "box", "cvxpy", "lp_decoding")
+METHODS: Final[tuple[str, ...]] = (
+    "auto",
+    "omp",
+    "omp_only",
+    "basis_pursuit",
+    "box",
+    "cvxpy",
+    "lp_decoding",
+    "lasso",
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,16 +136,23 @@ def basis_pursuit_cvxpy(H: NDArray[np.float64], eta: NDArray[np.float64]) -> NDA
 
     s = cp.Variable(H.shape[1])
     problem = cp.Problem(cp.Minimize(cp.norm1(s)), [H @ s == eta])
-    problem.solve(solver=cp.CLARABEL)
-    if s.value is None:
+    with warnings.catch_warnings():
+        # CLARABEL often reports "optimal_inaccurate" at ~1e-7 relative accuracy; the status is
+        # checked below instead of letting cvxpy's warning escape
+        warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+        problem.solve(solver=cp.CLARABEL)
+    if s.value is None or problem.status not in ("optimal", "optimal_inaccurate"):
         raise RuntimeError(f"cvxpy basis pursuit failed: {problem.status}")
     return np.asarray(s.value)
 
 
-def omp(H: NDArray[np.float64], eta: NDArray[np.float64], *, k: int) -> NDArray[np.float64] | None:
+def omp(
+    H: NDArray[np.float64], eta: NDArray[np.float64], *, k: int, verify: bool = True
+) -> NDArray[np.float64] | None:
     """Orthogonal matching pursuit on the centred, column-normalised system.
 
-    Returns s if it solves ``H s = eta`` to within 1e-9 (relative), else None.
+    Returns s if it solves ``H s = eta`` to within 1e-9 (relative), else None (or, with
+    ``verify=False``, the unverified s).
     """
     from sklearn.linear_model import orthogonal_mp
 
@@ -140,7 +165,7 @@ def omp(H: NDArray[np.float64], eta: NDArray[np.float64], *, k: int) -> NDArray[
     # A support of size >= m/2 is not identifiable from m equations, and with that many atoms
     # OMP would fit noise exactly: stay in the sparse regime, where an exact fit means recovery.
     atoms = int(min(1.5 * k + 10, (m - 1) // 2, n))
-    if atoms < 1 or k >= m / 2:
+    if atoms < 1 or (k >= m / 2 and verify):
         return None
     with warnings.catch_warnings():
         # "ended prematurely due to linear dependence" is how OMP reports an exact fit
@@ -148,9 +173,27 @@ def omp(H: NDArray[np.float64], eta: NDArray[np.float64], *, k: int) -> NDArray[
         coef = orthogonal_mp(X, y, n_nonzero_coefs=atoms)
     s = np.asarray(coef, dtype=np.float64) / norms
     scale = max(float(np.abs(eta).max()), 1e-300)
-    if float(np.abs(H @ s - eta).max()) <= 1e-9 * scale:
+    if float(np.abs(H @ s - eta).max()) <= 1e-9 * scale or not verify:
         return s
     return None
+
+
+def lasso(H: NDArray[np.float64], eta: NDArray[np.float64], *, sigma: float) -> NDArray[np.float64]:
+    """Non-negative LASSO on the centred, column-normalised system (basis pursuit denoising)."""
+    from sklearn.linear_model import Lasso
+
+    m, n = H.shape
+    X = H - H.mean(axis=0)
+    y = eta - eta.mean()
+    norms = np.linalg.norm(X, axis=0)
+    norms[norms == 0] = 1.0
+    X /= norms
+    alpha = max(float(sigma), 1e-12) * np.sqrt(2.0 * np.log(n)) / m
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # convergence warnings on hopeless (very noisy) data
+        model = Lasso(alpha=alpha, positive=True, fit_intercept=False, max_iter=20_000)
+        coef = model.fit(X, y).coef_
+    return np.asarray(coef, dtype=np.float64) / norms
 
 
 def decode_statistical_parity(
@@ -161,6 +204,7 @@ def decode_statistical_parity(
     n0: int,
     method: str = "auto",
     box: bool = False,
+    sigma: float | None = None,
 ) -> DecodeResult:
     """Recover the attribute from SP answers of the models in H (Algorithm 2, sign corrected).
 
@@ -184,13 +228,30 @@ def decode_statistical_parity(
     used = method
     if method in ("auto", "omp"):
         s, used = omp(H, eta, k=k), "omp"
+    elif method == "omp_only":
+        s, used = omp(H, eta, k=k), "omp"
+        if s is None:
+            s = omp(H, eta, k=k, verify=False)
+            used = "omp_unverified"
+            if s is None:  # too few answers for any atom yet
+                s = np.zeros(H.shape[1])
     if s is None and method in ("auto", "omp", "basis_pursuit", "box"):
         s, used = basis_pursuit(H, eta, upper=upper)
     elif s is None and method == "cvxpy":
         s, used = basis_pursuit_cvxpy(H, eta), "cvxpy"
     elif s is None and method == "lp_decoding":
         s, used = lp_decoding(H, eta, upper=c), "lp_decoding"
+    elif s is None and method == "lasso":
+        s, used = lasso(H, eta, sigma=sigma if sigma is not None else 0.0), "lasso"
     assert s is not None
+    if used == "lasso":  # round: the k largest entries are the small group
+        order = np.argsort(-s, kind="stable")
+        in_small = np.zeros(s.size, dtype=bool)
+        in_small[order[:k]] = True
+        cut = 0.5 * (s[order[k - 1]] + s[order[k]]) if 0 < k < s.size else c / 2.0
+        scale = max(abs(cut), 1e-300)
+        attribute = (in_small if small == 1 else ~in_small).astype(np.int8)
+        return DecodeResult(attribute, np.abs(s - cut) / scale, s, used)
     threshold = c / 2.0
     in_small = s > threshold
     attribute = (in_small if small == 1 else ~in_small).astype(np.int8)

@@ -14,7 +14,8 @@ and ``SP = H v`` with ``v_j = 1/N1`` (a = 1) or ``-1/N0`` (a = 0). Decoders (``d
     ``v = D^{-1} SP - D^{-1} 1 (h0^T D^{-1} SP) / (1 + h0^T D^{-1} 1)`` in O(n) once all n
     answers are in, without forming H.
 ``generic``
-    Solve ``H v = SP`` (forming H, O(n^3)): the paper's Algorithm 1 as written.
+    Solve ``H v = SP`` (forming H, O(n^3)) over every answered row, the base query's included:
+    the paper's Algorithm 1 as written.
 ``auto``
     ``structured`` when it applies, else ``generic``.
 
@@ -129,15 +130,14 @@ class FullRank(Strategy):
             if self.config.skip_last and known.all():
                 v[n - 1] = -np.nansum(v[: n - 1])
             self.method = "structured"
-        elif np.all(np.isfinite(flips)) and flips.size == n:
+        elif np.count_nonzero(np.isfinite(self.answers)) >= n:
             solved = None
-            if decoder in ("auto", "structured"):
+            if decoder in ("auto", "structured") and flips.size == n:
                 solved = solve_structured(h0, self.d, flips)
                 self.method = "sherman_morrison"
-            if solved is None:
-                H = np.tile(h0, (n, 1))
-                H[np.arange(n), np.arange(n)] += self.d
-                solved = np.linalg.solve(H, flips)
+            if solved is None:  # the paper's way: solve the (answered rows of the) system
+                rows = np.isfinite(self.answers)
+                solved = np.linalg.lstsq(self.models[rows], self.answers[rows], rcond=None)[0]
                 self.method = "generic"
             v = solved
         else:

@@ -11,7 +11,8 @@ persons 0 and j gives ``2/N_alpha`` when j is in alpha and ``1/N_alpha - 1/N_bet
 
 That partitions everyone with at most n queries. Which part is the advantaged group is not
 revealed; with ``smaller_is_disadvantaged: true`` (the default) the strategy labels the smaller
-part a = 0 - often true, as the paper notes - and in case 2 it labels person 0's part a = 1. The
+part a = 0 - often true, as the paper notes. In case 2, or with ``smaller_is_disadvantaged:
+false``, it labels person 0's part a = 1 (a coin it cannot do better than). The
 evaluation also reports leakage up to relabelling, ``max(L, 100 - L)``, which measures the
 partition itself.
 """

@@ -31,6 +31,9 @@ class AuditData:
     """What a = 1 stands for, e.g. ``"White"``."""
     disadvantaged: str = "0"
     """What a = 0 stands for, e.g. ``"Black"``."""
+    train_disjoint: bool = True
+    """Whether the training split and the audit set are different people (then the training
+    split's attribute may stand for an external sample without revealing the audit set's)."""
 
     def __post_init__(self) -> None:
         if self.protected.shape != (len(self.public.audit),):

@@ -253,4 +253,4 @@ def load_german(*, n: int | None = None, seed: int = 0) -> AuditData:
         f"UCI Statlog German Credit; audit set: {size} of {len(rows)} people, seed {seed}; "
         "the training split is the whole data set",
     )
-    return AuditData(public, a_audit, a_train, "male", "female")
+    return AuditData(public, a_audit, a_train, "male", "female", train_disjoint=False)
