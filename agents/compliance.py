@@ -64,6 +64,7 @@ class Compliance:
         answer_hours: float = 0.1,
         latency: float = 0.0,
         on_alert: str = "log_only",
+        keep_predictions: bool = True,
     ) -> None:
         if on_alert not in ALERT_REACTIONS:
             raise ValueError(f"on_alert must be one of {list(ALERT_REACTIONS)}; got {on_alert!r}")
@@ -77,6 +78,9 @@ class Compliance:
         """Simulated hours spent answering one query."""
         self.on_alert = on_alert
         """Reaction to auditor alerts."""
+        self.keep_predictions = keep_predictions
+        """Whether the query log keeps the submitted models (the auditor needs them; without an
+        auditor a large run need not hold every model in memory)."""
         self.state = PolicyState()
         """Budgets, rate-limit buckets, cache, history, suspensions."""
         self.mailbox = Mailbox(env, "compliance", latency=latency)
@@ -122,7 +126,9 @@ class Compliance:
                 query.organization,
                 now,
                 query.metric,
-                np.atleast_2d(arr).astype(np.float64) if readable else None,
+                np.atleast_2d(arr).astype(np.float64)
+                if readable and self.keep_predictions
+                else None,
                 decision.answered,
                 decision.reason,
             )

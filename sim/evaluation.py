@@ -93,9 +93,9 @@ class Evaluator:
             confident_wrong=int(np.count_nonzero(confident & ~correct)),
             models_used=estimate.models_used,
         )
-        if self._keep is not None:
-            self._keep(f"estimate/{developer}/{version}", estimate.attribute.astype(np.int8))
-            self._keep(f"confidence/{developer}/{version}", estimate.confidence)
+        if self._keep is not None:  # the side file keeps each developer's latest estimate
+            self._keep(f"estimate/{developer}", estimate.attribute.astype(np.int8))
+            self._keep(f"confidence/{developer}", estimate.confidence)
 
 
 def _num(value: Any) -> float:

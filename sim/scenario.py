@@ -56,7 +56,16 @@ __all__ = [
     "schema",
 ]
 
-ADULT_SIZES = {"race": 15507, "sex": 16281}
+ADULT_SIZES = {  # (protected, split, drop_missing) -> eligible people
+    ("race", "test", False): 15507,
+    ("race", "test", True): 14381,
+    ("race", "all", False): 46447,
+    ("race", "all", True): 43131,
+    ("sex", "test", False): 16281,
+    ("sex", "test", True): 15060,
+    ("sex", "all", False): 48842,
+    ("sex", "all", True): 45222,
+}
 GERMAN_SIZE = 1000
 
 
@@ -74,16 +83,22 @@ class AdultData(Strict):
 
     dataset: Literal["adult"]
     protected: Literal["race", "sex"] = "race"
-    n: int | None = Field(None, ge=3, description="audit set size (default: whole test split)")
+    n: int | None = Field(None, ge=3, description="audit set size (default: every eligible person)")
     seed: int | None = Field(None, ge=0, description="audit draw seed (default: the run seed)")
+    split: Literal["test", "all"] = Field(
+        "test", description="draw the audit set from the test split, or from the whole population"
+    )
+    drop_missing: bool = Field(False, strict=False, description="drop rows with missing values")
 
     @model_validator(mode="after")
     def _size(self) -> AdultData:
-        available = ADULT_SIZES[self.protected]
+        available = ADULT_SIZES[(self.protected, self.split, self.drop_missing)]
         if self.n is not None and self.n > available:
+            where = "test split" if self.split == "test" else "data set"
             raise ValueError(
-                f"n = {self.n} is larger than the data set: the Adult test split has {available} "
+                f"n = {self.n} is larger than the data set: the Adult {where} has {available} "
                 f"people for protected={self.protected!r}"
+                + (" without missing values" if self.drop_missing else "")
             )
         return self
 

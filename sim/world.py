@@ -172,6 +172,7 @@ def run_scenario(
         answer_hours=resolved.compliance.answer_hours,
         latency=resolved.compliance.latency_hours,
         on_alert=resolved.auditor.on_alert,
+        keep_predictions=resolved.auditor.enabled,
     )
     evaluator = Evaluator(data.protected, runlog.logger("evaluator"), keep=runlog.add_array)
     for spec, identity, strategy in built:

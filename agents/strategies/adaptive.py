@@ -4,11 +4,12 @@
     Re-asks the same model. Equal answers mean exact answers or a cache; different answers mean
     fresh noise, whose spread estimates its scale.
 ``averaging``
-    Compressed sensing where every model is asked ``repeats`` times and the answers are combined
-    by their median (robust even to Cauchy noise, which has no mean), decoded with the noise-aware
-    LASSO. Against fresh noise without a cumulative budget, per-query noise alone does not stop
-    reconstruction. With ``jitter: auto`` it first re-asks one model: when the answers are equal (a
-    cache), every repeat is nudged by ``Uniform(-1e-3, 1e-3)`` so that it is a new model.
+    Compressed sensing where every model (the group-size probe included) is asked ``repeats``
+    times and the answers are combined by their median (robust even to Cauchy noise, which has no
+    mean), decoded with the noise-aware LASSO. Against fresh noise without a cumulative budget,
+    per-query noise alone does not stop reconstruction. With ``jitter: auto`` it first re-asks
+    one model: when the answers are equal (a cache), every repeat is nudged by
+    ``Uniform(-1e-3, 1e-3)`` so that it is a new model.
 ``evasive``
     Compressed sensing that routes around refusals: a probe refused for low support (or as a
     near-duplicate) is replaced by a tracker (Denning et al. 1979): four large-support models
@@ -31,8 +32,8 @@
 ``proxy_prior``
     Starts from a proxy estimate of A - a model trained on an external labelled sample, never on
     the audit set's attribute - and uses it as a prior: basis pursuit weighted by the proxy's
-    probabilities. It measures the noise with a few jittered copies of one model and keeps the
-    proxy estimate when the answers' spread is not clearly above the noise's.
+    probabilities. It measures the noise with 16 jittered copies of one model and keeps the
+    proxy estimate when the answers' variance is not above twice the noise's.
 """
 
 from __future__ import annotations
@@ -200,7 +201,7 @@ class AveragingConfig(_SensingConfig):
 
 
 JITTER = 1e-3
-NOISE_CHECKS = 4
+NOISE_CHECKS = 16
 
 
 class Averaging(CompressedSensing):
@@ -222,12 +223,26 @@ class Averaging(CompressedSensing):
         self._jitter_rng = np.random.default_rng(context.rng.integers(2**63))
 
     def next_action(self, now: float) -> Action:
-        if self.group_sizes is not None and self.jitter is None and self._pending is None:
+        if self.group_sizes is None and not self.config.probe:
+            self._assume_sizes()
+        if self.group_sizes is None:  # the probe, asked `repeats` times in one query
+            n = self.context.n
+            probe = np.zeros((self.config.repeats, n))
+            probe[:, [int(c[0]) for c in self.classes]] = 1.0
+            self._pending = "probe"
+            return Submit(probe, self.metric, self.config.prepare_hours, "probe")
+        if self.jitter is None and self._pending is None:
             self._pending = "check"
-            return Submit(self.models[:1], self.metric, self.config.prepare_hours, "cache check")
+            return Submit(
+                self.models[:1].copy(), self.metric, self.config.prepare_hours, "cache check"
+            )
         return super().next_action(now)
 
     def on_answer(self, values: NDArray[np.float64], now: float) -> None:
+        if self._pending == "probe":  # the median of the repeated probe
+            vals = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+            super().on_answer(np.median(vals, axis=0)[None, :], now)
+            return
         if self._pending == "check":
             self._check.append(float(np.asarray(values).reshape(-1)[0]))
             self._pending = None
@@ -595,8 +610,9 @@ class ProxyPrior(CompressedSensing):
         super().__init__(config, context)
         self.config: ProxyPriorConfig = config
         self.p = proxy_probabilities(context)
-        n0 = max(round(config.prior_minority * context.n), 1)
-        self._publish_proxy(n0, 0, "proxy")
+        self.proxy_n0 = max(round(config.prior_minority * context.n), 1)
+        """How many people the proxy-only estimate puts in group 0 (from the prior)."""
+        self._publish_proxy(self.proxy_n0, 0, "proxy")
         self.checks: list[float] = []
         """Answers to jittered copies of one model: their spread is the noise level."""
         self._check_refused = False
@@ -607,6 +623,8 @@ class ProxyPrior(CompressedSensing):
         self._set_estimate(Estimate(proxy_estimate(self.p, n0), margin, models, method))
 
     def next_action(self, now: float) -> Action:
+        if self.group_sizes is None and not self.config.probe:
+            self._assume_sizes()
         checking = len(self.checks) < NOISE_CHECKS and not self._check_refused
         if self.group_sizes is not None and checking and self._pending is None:
             self._pending = "check"
@@ -642,7 +660,8 @@ class ProxyPrior(CompressedSensing):
             # not clearly above the noise's, they carry next to nothing: keep the proxy.
             sigma = float(np.std(self.checks, ddof=1))
             if float(np.var(sp)) <= 2.0 * sigma**2:
-                self._publish_proxy(min(n1, n0), int(index.size), "proxy (answers too noisy)")
+                # the probe's sizes are as noisy as the rest: keep the prior's
+                self._publish_proxy(self.proxy_n0, int(index.size), "proxy (answers too noisy)")
                 self._after_decode(["proxy"])
                 return
         small = 0 if n0 <= n1 else 1

@@ -166,7 +166,7 @@ class CompressedSensing(Strategy):
     def _batch_models(self, i: int) -> NDArray[np.float64]:
         """The models of batch i."""
         start, stop = self.batches[i]
-        return self.models[start:stop]
+        return self.models[start:stop].copy()  # a Submit must not change if models are redrawn
 
     def _measurements(self) -> tuple[NDArray[np.intp], NDArray[np.float64], float | None]:
         """Rows of ``self.models`` answered so far, their answers and the noise level (or None)."""

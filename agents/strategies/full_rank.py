@@ -41,7 +41,6 @@ from biasleak.agents.strategies.base import (
     StrategyConfig,
     Submit,
 )
-from biasleak.agents.strategies.targeted import flipped
 
 __all__ = ["FullRank", "FullRankConfig", "solve_structured"]
 
@@ -82,26 +81,33 @@ class FullRank(Strategy):
         h0 = context.base_predictions
         n = context.n
         people = n - 1 if config.skip_last else n
-        pairs = [flipped(h0, j) for j in range(people)]
-        rows = [p[0] for p in pairs]
-        self.d = np.array([p[1] for p in pairs])
-        if config.base_query:
-            rows.insert(0, h0.copy())
-        self.models = np.stack(rows)
+        new = 1.0 - h0[:people]
+        new[np.abs(new - h0[:people]) < 1e-9] = 1.0  # h0_j = 1/2: move to an end instead
+        self.d = new - h0[:people]
+        """The change d_j of person j's output in the j-th flipped model (never 0)."""
         self.offset = 1 if config.base_query else 0
-        self.answers = np.full(self.models.shape[0], np.nan)
-        self.batches = [
-            (s, min(s + config.batch, self.models.shape[0]))
-            for s in range(0, self.models.shape[0], config.batch)
-        ]
+        rows = people + self.offset
+        self.answers = np.full(rows, np.nan)
+        self.batches = [(s, min(s + config.batch, rows)) for s in range(0, rows, config.batch)]
         self._next = 0
         self.method = ""
+
+    def rows(self, start: int, stop: int) -> NDArray[np.float64]:
+        """Models ``start`` to ``stop`` (row 0 is h0 with the base query), built on demand: n
+        models of n people would not fit in memory for the whole Adult population."""
+        h0 = self.context.base_predictions
+        out = np.tile(h0, (stop - start, 1))
+        for r, row in enumerate(range(start, stop)):
+            j = row - self.offset
+            if j >= 0:
+                out[r, j] += self.d[j]
+        return out
 
     def next_action(self, now: float) -> Action:
         if self._next < len(self.batches):
             start, stop = self.batches[self._next]
             return Submit(
-                self.models[start:stop],
+                self.rows(start, stop),
                 "sp",
                 self.config.prepare_hours,
                 f"batch {self._next + 1}/{len(self.batches)}",
@@ -136,8 +142,9 @@ class FullRank(Strategy):
                 solved = solve_structured(h0, self.d, flips)
                 self.method = "sherman_morrison"
             if solved is None:  # the paper's way: solve the (answered rows of the) system
-                rows = np.isfinite(self.answers)
-                solved = np.linalg.lstsq(self.models[rows], self.answers[rows], rcond=None)[0]
+                answered = np.flatnonzero(np.isfinite(self.answers))
+                H = self.rows(0, self.answers.size)[answered]
+                solved = np.linalg.lstsq(H, self.answers[answered], rcond=None)[0]
                 self.method = "generic"
             v = solved
         else:
@@ -153,6 +160,6 @@ class FullRank(Strategy):
     def report(self) -> dict[str, Any]:
         return {
             "decoder": self.method,
-            "models": int(self.models.shape[0]),
+            "models": int(self.answers.size),
             "answered": int(np.count_nonzero(np.isfinite(self.answers))),
         }
