@@ -16,7 +16,8 @@ per developer
     ``leakage`` and ``revealed`` of the latest estimate (null without one), ``leakage_relabelled``
     (``max(L, 100 - L)``: how well it partitions, whichever part it calls advantaged), and
     ``confident_right`` / ``confident_wrong``: people guessed with a margin of at least half the
-    decision threshold, right and wrong; ``sent``,
+    decision threshold, right and wrong; ``tpr_at_1pct_fpr``: the share of the disadvantaged
+    group the estimate exposes when it may wrongly accuse at most 1% of the others; ``sent``,
     ``answered`` and ``refused`` (reason -> count) counted in models, not messages;
     ``epsilon_spent`` (sum of the epsilons charged for its answers; ``"inf"`` once an exact
     answer was given); ``queries_to_90`` / ``queries_to_100`` and ``hours_to_90`` /
@@ -55,6 +56,28 @@ CONFIDENT = 0.5
 """A guess counts as confident when its margin is at least half the decision threshold."""
 
 
+def tpr_at_fpr(estimate: Estimate, truth: NDArray[np.integer], *, fpr: float = 0.01) -> float:
+    """Share of the disadvantaged group found when at most ``fpr`` of the others are accused.
+
+    People are ranked by how confidently the estimate puts them in group 0 (``+confidence`` for a
+    guess of 0, ``-confidence`` for a guess of 1); the top of the ranking is accused, down to the
+    largest cut whose false-positive rate stays at or below ``fpr``. Ties are accused together.
+    """
+    a0 = np.asarray(truth) == 0
+    score = np.where(np.asarray(estimate.attribute) == 0, 1.0, -1.0) * np.asarray(
+        estimate.confidence, dtype=np.float64
+    )
+    order = np.argsort(-score, kind="stable")
+    sorted_scores = score[order]
+    tp = np.cumsum(a0[order])
+    fp = np.cumsum(~a0[order])
+    last_of_tie = np.append(sorted_scores[1:] != sorted_scores[:-1], True)
+    ok = last_of_tie & (fp <= fpr * max(int((~a0).sum()), 1))
+    if not ok.any():
+        return 0.0
+    return float(tp[ok].max() / max(int(a0.sum()), 1))
+
+
 def leakage(estimate: NDArray[np.integer], truth: NDArray[np.integer]) -> tuple[float, int]:
     """Balanced accuracy of ``estimate`` in percent (Definition 1) and the number right."""
     est = np.asarray(estimate) == 1
@@ -91,6 +114,7 @@ class Evaluator:
             revealed=right,
             confident_right=int(np.count_nonzero(confident & correct)),
             confident_wrong=int(np.count_nonzero(confident & ~correct)),
+            tpr_at_1pct_fpr=tpr_at_fpr(estimate, self._truth),
             models_used=estimate.models_used,
         )
         if self._keep is not None:  # the side file keeps each developer's latest estimate
@@ -113,6 +137,7 @@ def _developer_record(spec: dict[str, Any]) -> dict[str, Any]:
         "revealed": None,
         "confident_right": None,
         "confident_wrong": None,
+        "tpr_at_1pct_fpr": None,
         "sent": 0,
         "answered": 0,
         "refused": {},
@@ -169,6 +194,7 @@ def summarize(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
                 "revealed",
                 "confident_right",
                 "confident_wrong",
+                "tpr_at_1pct_fpr",
             ):
                 d[key] = e[key]
             for level in (90, 100):

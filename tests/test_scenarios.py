@@ -31,6 +31,7 @@ TOLERANT = {  # percentage points; people (1% of n = 1000)
     "revealed": 10,
     "confident_right": 10,
     "confident_wrong": 10,
+    "tpr_at_1pct_fpr": 0.02,
 }
 
 
