@@ -8,6 +8,10 @@ Subcommands:
     Run several scenarios (K seeds each) and print leakage and utility side by side.
 ``replay LOG [--json]``
     Rebuild a run's summary from its log file alone and check it against the stored one.
+``sweep FILE [--seeds K] [--workers W] [--executor process|dask --address HOST:PORT] [--out DIR]``
+    Run a scenario over its grid of variations and seeds (resumable; results.csv in DIR).
+``report DIR... [--paper table1|...|figure3] [--to DIR]``
+    A markdown report (and plots, with the ``plots`` extra) of a sweep.
 ``validate FILE...``
     Check scenario files; one line per problem, exit code 2 when any is bad.
 ``schema``
@@ -30,7 +34,7 @@ from importlib import metadata
 
 import numpy as np
 
-PLANNED = ("sweep", "report")
+PLANNED: tuple[str, ...] = ()
 
 
 def _version() -> str:
@@ -61,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="biasleak",
         description=(
             "Simulate how fairness-metric queries leak protected attributes, and which answering "
-            "policy stops it. Still to come: " + ", ".join(PLANNED) + "."
+            "policy stops it."
         ),
     )
     parser.add_argument("--version", action="version", version=f"biasleak {_version()}")
@@ -96,6 +100,31 @@ def _parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="rebuild a run's summary from its log")
     replay.add_argument("log", help="a run's .jsonl log file")
     replay.add_argument("--json", action="store_true", help="print the summary as JSON")
+    sweep = sub.add_parser("sweep", help="run a scenario over a grid of variations and seeds")
+    sweep.add_argument("file", help="scenario YAML file (its grid: is used)")
+    sweep.add_argument("--seeds", type=int, default=None, help="seeds per grid point")
+    sweep.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help="override a key (repeatable)",
+    )
+    sweep.add_argument("--workers", type=int, default=1, help="parallel runs (default 1)")
+    sweep.add_argument("--executor", choices=("process", "dask"), default="process")
+    sweep.add_argument(
+        "--address", default=None, help="Dask scheduler HOST:PORT (default: a local cluster)"
+    )
+    sweep.add_argument("--out", default=None, help="output folder (default: sweeps/<name>)")
+    report = sub.add_parser("report", help="write a report of a sweep")
+    report.add_argument("out", nargs="+", help="sweep output folders (one report over all)")
+    report.add_argument(
+        "--paper",
+        default=None,
+        help="compare with a paper table: table1, table2, table3, table4, figure2 or figure3",
+    )
+    report.add_argument("--to", default=None, help="report folder (default: OUT/report)")
     validate = sub.add_parser("validate", help="check scenario files")
     validate.add_argument("files", nargs="+", help="scenario YAML files")
     sub.add_parser("schema", help="print the JSON Schema of scenario files")
@@ -310,6 +339,57 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """``biasleak sweep``."""
+    from biasleak.sim.scenario import ScenarioError, load_scenario
+    from biasleak.sim.sweep import close_executor, make_executor, run_sweep
+
+    if args.workers < 1:
+        return _fail([f"--workers must be >= 1; received {args.workers}"])
+    if args.seeds is not None and args.seeds < 1:
+        return _fail([f"--seeds must be >= 1; received {args.seeds}"])
+    try:
+        scenario = load_scenario(args.file, overrides=args.overrides)
+        out = args.out or f"sweeps/{scenario.name}"
+        executor, client = (None, None)
+        if args.executor == "dask" or args.workers > 1:
+            executor, client = make_executor(
+                args.executor, workers=args.workers, address=args.address
+            )
+        try:
+            result = run_sweep(
+                args.file,
+                out=out,
+                seeds=args.seeds,
+                overrides=args.overrides,
+                executor=executor,
+                workers=args.workers,
+            )
+        finally:
+            close_executor(executor, client)
+    except ScenarioError as err:
+        return _fail(err.problems)
+    except ValueError as err:
+        return _fail([f"{args.file}: {err}"])
+    print(
+        f"{result.total} runs: {result.skipped} already done, {result.ok} ok, "
+        f"{result.failed} failed; results in {result.out / 'results.csv'}"
+    )
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``biasleak report``."""
+    from biasleak.sim.report import write_report
+
+    try:
+        path = write_report(args.out, paper=args.paper, to=args.to)
+    except (OSError, ValueError) as err:
+        return _fail([f"biasleak report: {err}"])
+    print(f"report: {path}")
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """``biasleak validate``."""
     from biasleak.sim.scenario import ScenarioError, load_scenario
@@ -334,6 +414,8 @@ def cmd_schema(_args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "run": cmd_run,
+    "sweep": cmd_sweep,
+    "report": cmd_report,
     "compare": cmd_compare,
     "replay": cmd_replay,
     "validate": cmd_validate,

@@ -353,6 +353,11 @@ class Scenario(Strict):
     developers: list[DeveloperConfig] = Field(min_length=1)
     compliance: ComplianceConfig = Field(default_factory=ComplianceConfig)
     auditor: AuditorConfig = Field(default_factory=AuditorConfig)
+    grid: dict[str, list[Any] | int] | None = Field(
+        None,
+        description="variations for biasleak sweep: dotted key paths to lists of values, and "
+        "'seeds' (runs per combination); biasleak run ignores it",
+    )
 
     @field_validator("developers")
     @classmethod

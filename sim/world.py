@@ -114,9 +114,16 @@ def _prepared(
 
 
 def run_scenario(
-    scenario: Scenario, *, seed: int | None = None, log_dir: str | Path = "logs"
+    scenario: Scenario,
+    *,
+    seed: int | None = None,
+    log_dir: str | Path = "logs",
+    log_name: str | None = None,
 ) -> RunResult:
-    """Run one scenario; return its summary and the path of its log."""
+    """Run one scenario; return its summary and the path of its log.
+
+    The log is ``log_dir/<log_name>.jsonl``, by default ``<scenario name>-seed<seed>``.
+    """
     run_seed = scenario.seed if seed is None else int(seed)
     resolved = scenario.model_copy(update={"seed": run_seed})
     data_cfg = resolved.data.model_dump(mode="json", exclude_none=True)
@@ -138,7 +145,7 @@ def run_scenario(
         except Exception as err:  # a strategy that cannot start is an event, not a crash
             built.append((spec, spec.id, f"{type(err).__name__}: {err}"))
     digest = scenario_hash(resolved)
-    log_path = Path(log_dir) / f"{resolved.name}-seed{run_seed}.jsonl"
+    log_path = Path(log_dir) / f"{log_name or f'{resolved.name}-seed{run_seed}'}.jsonl"
     env = simpy.Environment()
     header = {
         "scenario": resolved.name,

@@ -1,0 +1,393 @@
+"""Sweeps: many independent runs of one scenario over a grid of variations and seeds.
+
+A scenario file may declare a grid, and ``biasleak sweep`` may add or override one::
+
+    grid:
+      data.n: [100, 1000]
+      compliance.policy.0.epsilon: [5, 10, 100, .inf]
+      seeds: 10
+
+Every key except ``seeds`` is a dotted path into the scenario (as for ``--set``), with the values
+to try; the sweep runs every combination, each with ``seeds`` seeds (the scenario's seed, then the
+next ones). Each run has a stable id, the first 16 hex digits of the SHA-256 of its resolved
+scenario and seed, so a sweep interrupted midway resumes by skipping the ids it has finished.
+
+Runs are independent and go through a :class:`concurrent.futures.Executor`: a local process pool
+by default, or Dask distributed (``Client.get_executor()``, optional extra ``biasleak[dask]``) for
+a cluster. Results go to ``OUT/``:
+
+- ``results.jsonl``: one line per finished run, appended as runs finish (the record a resumed
+  sweep reads);
+- ``results.csv`` (and ``results.parquet`` when pyarrow is installed): one tidy row per run with
+  ``run_id``, ``seed``, ``status``, ``error``, every grid key under its dotted path, the proxy-only
+  baseline, and for each developer ``<id>.leakage``, ``<id>.answered``, ``<id>.epsilon_spent``,
+  ... and the compliance team's ``compliance.*`` figures;
+- ``logs/``: every run's log.
+
+A run that raises is recorded with ``status: failed`` and its error; the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import itertools
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from biasleak.sim.runlog import jsonable
+from biasleak.sim.scenario import (
+    Scenario,
+    ScenarioError,
+    apply_overrides,
+    read_yaml,
+    scenario_hash,
+)
+
+__all__ = [
+    "GRID_SEEDS",
+    "SweepResult",
+    "Task",
+    "close_executor",
+    "expand",
+    "make_executor",
+    "run_sweep",
+]
+
+GRID_SEEDS = "seeds"
+DASK_MISSING = (
+    "the Dask executor needs the optional extra: pip install 'biasleak[dask]' "
+    "(it installs dask and distributed)"
+)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One run of a sweep."""
+
+    run_id: str
+    seed: int
+    grid: dict[str, Any]
+    """The grid values of this run, by dotted path."""
+    scenario: dict[str, Any]
+    """The resolved scenario (JSON-ready), without its grid."""
+
+
+def _format_value(value: Any) -> str:
+    """A grid value as override text (YAML: JSON, with .inf / -.inf / .nan for floats)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
+    return json.dumps(value)
+
+
+def expand(
+    raw: dict[str, Any], *, seeds: int | None = None, grid: dict[str, Any] | None = None
+) -> list[Task]:
+    """The tasks of a sweep: every grid combination times every seed.
+
+    ``raw`` is the scenario file's data; ``grid`` (if given) replaces the file's grid; ``seeds``
+    (if given) replaces the grid's seed count.
+    """
+    data = dict(raw)
+    file_grid = data.pop("grid", None) or {}
+    given = grid if grid is not None else file_grid
+    if not isinstance(given, dict):
+        raise ScenarioError([f"grid must be a mapping of key paths to lists; got {given!r}"])
+    spec = dict(given)
+    count = spec.pop(GRID_SEEDS, 1) if seeds is None else seeds
+    spec.pop(GRID_SEEDS, None)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ScenarioError([f"grid.seeds must be an integer >= 1; got {count!r}"])
+    problems = []
+    for key, values in spec.items():
+        if not isinstance(values, list) or not values:
+            problems.append(f"grid.{key}: must be a non-empty list of values; got {values!r}")
+    if problems:
+        raise ScenarioError(problems)
+    keys = list(spec)
+    tasks: list[Task] = []
+    seen: set[str] = set()
+    for combo in itertools.product(*(spec[k] for k in keys)):
+        overrides = [f"{k}={_format_value(v)}" for k, v in zip(keys, combo, strict=True)]
+        variant = apply_overrides(data, overrides) if overrides else data
+        try:
+            scenario = Scenario.model_validate(variant)
+        except Exception as err:  # point at the grid values that made the scenario invalid
+            raise ScenarioError(
+                [
+                    f"grid values {dict(zip(keys, combo, strict=True))} give an invalid scenario: "
+                    f"{err}"
+                ]
+            ) from None
+        for k in range(count):
+            seed = scenario.seed + k
+            resolved = scenario.model_copy(update={"seed": seed})
+            digest = hashlib.sha256(f"{scenario_hash(resolved)}:{seed}".encode()).hexdigest()
+            if digest[:16] in seen:  # a value listed twice: the same run
+                continue
+            seen.add(digest[:16])
+            tasks.append(
+                Task(
+                    digest[:16],
+                    seed,
+                    dict(zip(keys, combo, strict=True)),
+                    resolved.model_dump(mode="json"),
+                )
+            )
+    return tasks
+
+
+def flatten(summary: dict[str, Any]) -> dict[str, Any]:
+    """A run summary as one flat row (developer figures under ``<id>.<figure>``)."""
+    row: dict[str, Any] = {"proxy_baseline_leakage": summary.get("proxy_baseline_leakage")}
+    for ident, d in summary["developers"].items():
+        for key, value in d.items():
+            if key in ("organization", "strategy", "stopped"):
+                continue
+            if key == "refused":
+                row[f"{ident}.refused"] = sum(value.values())
+                for reason, count in value.items():
+                    row[f"{ident}.refused.{reason}"] = count
+            else:
+                row[f"{ident}.{key}"] = value
+    for key, value in summary["compliance"].items():
+        if key == "refused":
+            row["compliance.refused"] = sum(value.values())
+        elif key != "by_metric":
+            row[f"compliance.{key}"] = value
+    row["auditor.alerts"] = summary["auditor"]["alerts"]
+    return row
+
+
+def run_task(task: Task, log_dir: str) -> dict[str, Any]:
+    """Run one task (in a worker); never raises: a failure becomes a row with its error."""
+    from biasleak.sim.world import run_scenario
+
+    row: dict[str, Any] = {"run_id": task.run_id, "seed": task.seed, **task.grid}
+    start = time.perf_counter()
+    try:
+        scenario = Scenario.model_validate(task.scenario)
+        result = run_scenario(
+            scenario,
+            seed=task.seed,
+            log_dir=Path(log_dir),
+            log_name=f"{scenario.name}-{task.run_id}",
+        )
+        row.update(status="ok", error="", log=str(result.log_path), **flatten(result.summary))
+    except Exception as err:  # recorded, and the sweep goes on
+        row.update(status="failed", error=f"{type(err).__name__}: {err}")
+    row["wall_seconds"] = time.perf_counter() - start
+    return jsonable(row)
+
+
+def make_executor(kind: str, *, workers: int, address: str | None = None) -> tuple[Executor, Any]:
+    """An executor and the Dask client behind it (or None); release both with
+    :func:`close_executor` (a local cluster is closed with its client)."""
+    if kind == "process":
+        return ProcessPoolExecutor(max_workers=workers), None
+    if kind == "dask":
+        try:
+            from distributed import Client, LocalCluster
+        except ImportError:
+            raise ValueError(DASK_MISSING) from None
+        if address:
+            client = Client(address)
+        else:
+            client = Client(
+                LocalCluster(
+                    n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+                )
+            )
+        return client.get_executor(), client
+    raise ValueError(f"executor must be 'process' or 'dask'; received {kind!r}")
+
+
+def close_executor(executor: Executor | None, client: Any = None) -> None:
+    """Shut an executor down, and close a Dask client and the local cluster it started."""
+    if executor is not None:
+        executor.shutdown()
+    if client is not None:
+        cluster = getattr(client, "cluster", None)
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What a sweep did."""
+
+    out: Path
+    total: int
+    skipped: int
+    ok: int
+    failed: int
+    rows: list[dict[str, Any]]
+    """Every row of ``results.jsonl`` (earlier runs included)."""
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line cut by an interruption
+    return rows
+
+
+def write_tables(out: Path, rows: list[dict[str, Any]]) -> list[Path]:
+    """results.csv (and results.parquet with pyarrow) from the rows, latest row per run id."""
+    latest: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        latest[row["run_id"]] = row
+    ordered = sorted(latest.values(), key=lambda r: (str(r.get("status")) != "ok", r["run_id"]))
+    columns: list[str] = []
+    for row in ordered:
+        for key in row:
+            if key not in columns:
+                columns.append(key)
+    paths = [out / "results.csv"]
+    with paths[0].open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(ordered)
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return paths
+    table = pa.Table.from_pylist(
+        [{c: (None if r.get(c) is None else str(r.get(c))) for c in columns} for r in ordered]
+    )
+    pq.write_table(table, out / "results.parquet")
+    paths.append(out / "results.parquet")
+    return paths
+
+
+class Progress:
+    """Runs done, running and failed: one line redrawn on a terminal, else a line per 10%."""
+
+    def __init__(self, total: int, stream: TextIO | None) -> None:
+        self.total, self.stream = total, stream
+        self.done = self.failed = 0
+        self._tty = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+        self._shown = -1
+
+    def show(self, running: int) -> None:
+        if self.stream is None:
+            return
+        bar = "#" * int(30 * self.done / max(self.total, 1))
+        text = f"[{bar:<30}] {self.done}/{self.total} done, {running} running, {self.failed} failed"
+        if self._tty:
+            self.stream.write("\r" + text)
+        else:
+            step = 10 * self.done // max(self.total, 1)
+            if step == self._shown:
+                return
+            self._shown = step
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.stream is not None and self._tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def run_sweep(
+    path: str | Path,
+    *,
+    out: str | Path,
+    seeds: int | None = None,
+    overrides: list[str] | None = None,
+    executor: Executor | None = None,
+    workers: int = 1,
+    progress: TextIO | Literal["stderr"] | None = "stderr",
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> SweepResult:
+    """Run (or resume) the sweep a scenario file describes.
+
+    ``progress`` is where the progress line goes (``"stderr"``: the current ``sys.stderr``;
+    None: nowhere). ``on_row`` is called with every finished row.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    raw = read_yaml(text)
+    if not isinstance(raw, dict):
+        raise ScenarioError([f"{path}: a scenario file must be a mapping of keys to values"])
+    if overrides:
+        raw = apply_overrides(raw, overrides)
+    Scenario.model_validate(raw)  # the base scenario must be valid (errors name the keys)
+    tasks = expand(raw, seeds=seeds)
+    out_dir = Path(out)
+    (out_dir / "logs").mkdir(parents=True, exist_ok=True)
+    record = out_dir / "results.jsonl"
+    earlier = _read_rows(record)
+    finished = {r["run_id"] for r in earlier if r.get("status") == "ok"}
+    todo = [t for t in tasks if t.run_id not in finished]
+    own = executor is None
+    pool = executor or (ProcessPoolExecutor(max_workers=workers) if workers > 1 else None)
+    stream = sys.stderr if progress == "stderr" else progress
+    progress_line = Progress(len(todo), stream)  # type: ignore[arg-type]
+    new_rows: list[dict[str, Any]] = []
+    if record.exists() and record.stat().st_size:
+        with record.open("rb") as check:  # a line cut by an interruption: end it first
+            check.seek(-1, 2)
+            cut = check.read(1) != b"\n"
+        if cut:
+            with record.open("a", encoding="utf-8") as fix:
+                fix.write("\n")
+    with record.open("a", encoding="utf-8") as fh:
+
+        def keep(row: dict[str, Any]) -> None:
+            log = row.get("log")
+            if log:  # relative to the sweep folder, so the folder can move
+                row["log"] = os.path.relpath(log, out_dir)
+            fh.write(json.dumps(row, sort_keys=True) + "\n")
+            fh.flush()
+            new_rows.append(row)
+            progress_line.done += 1
+            progress_line.failed += row.get("status") != "ok"
+            if on_row is not None:
+                on_row(row)
+
+        log_dir = str(out_dir / "logs")
+        try:
+            if pool is None:
+                for task in todo:
+                    progress_line.show(1)
+                    keep(run_task(task, log_dir))
+                progress_line.show(0)
+            else:
+                futures: list[Future] = [pool.submit(run_task, t, log_dir) for t in todo]
+                progress_line.show(min(len(futures), workers))
+                for future in as_completed(futures):
+                    keep(future.result())
+                    progress_line.show(min(len(futures) - progress_line.done, workers))
+        finally:
+            if own and pool is not None:
+                pool.shutdown(cancel_futures=True)
+    progress_line.close()
+    rows = earlier + new_rows
+    write_tables(out_dir, rows)
+    ok = sum(1 for r in new_rows if r.get("status") == "ok")
+    return SweepResult(out_dir, len(tasks), len(tasks) - len(todo), ok, len(new_rows) - ok, rows)
+
+
+def iter_rows(out: str | Path) -> Iterator[dict[str, Any]]:
+    """The latest row of every run id in a sweep's ``results.jsonl``."""
+    latest: dict[str, dict[str, Any]] = {}
+    for row in _read_rows(Path(out) / "results.jsonl"):
+        latest[row["run_id"]] = row
+    yield from latest.values()
