@@ -841,3 +841,19 @@ def test_a_moved_sweep_folder_still_reports(tmp_path: Path) -> None:
     (tmp_path / "first").rename(moved)
     report = write_report(moved)
     assert report.exists() and "| 60 | mallory | 1 |" in report.read_text(encoding="utf-8")
+
+
+def test_shipped_sweep_files_validate_and_expand() -> None:
+    from biasleak.sim.scenario import load_scenario, read_yaml
+
+    files = sorted((REPO / "scenarios" / "sweeps").glob("*.yaml"))
+    assert files
+    for path in files:
+        load_scenario(path)
+        raw = read_yaml(path.read_text(encoding="utf-8"))
+        grid = raw["grid"]
+        expected = grid.get("seeds", 1)
+        for key, values in grid.items():
+            if key != "seeds":
+                expected *= len(values)
+        assert len(expand(raw)) == expected
