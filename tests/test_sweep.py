@@ -677,24 +677,30 @@ def test_paper_table1_report(table1: SweepResult) -> None:
     assert (inf25[11], inf25[13]) == ("63", "63")
     assert (inf40[11], inf40[13]) == ("100", "100")
     assert f"in {agree} of 8 cells." in text
-    # the interpretation list: every reading of Avg. SP err over the noisy runs
-    noisy = [
-        batch_errors(table1.out / r["log"])
-        for r in table1.rows
-        if r["compliance.policy.0.epsilon"] != "inf"
-    ]
-    assert len(noisy) == 4
-    labels = {
-        "mean": "mean |released - exact| per answer",
-        "median": "median |released - exact| per answer",
-        "mean_clamped": "mean |clamp(released, -1, 1) - exact|",
-        "abs_mean_signed": "|mean of (released - exact)| over the batch",
-        "mean_over_m": "mean |released - exact| divided by m",
-    }
+    # the interpretation table: every reading of Avg. SP err per noisy cell, beside the paper's
     assert "Every reading of Avg. SP err we tested" in text
-    for key, label in labels.items():
-        value = statistics.median(1e3 * e[key] for e in noisy if e is not None)
-        assert f"- {label}: {value:.4g}\n" in text
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("Every reading"))
+    readings = {}
+    for line in lines[first + 4 :]:
+        if not line.startswith("|"):
+            break
+        cells = _cells(line)
+        readings[tuple(cells[:4])] = cells[4:]
+    noisy = [r for r in table1.rows if r["compliance.policy.0.epsilon"] != "inf"]
+    assert len(noisy) == 4 and len(readings) == 4
+    keys = ("mean", "median", "mean_clamped", "abs_mean_signed", "mean_over_m")
+    for r in noisy:
+        m, mechanism = r["developers.0.strategy.queries"], r["compliance.policy.0.mechanism"]
+        errors = batch_errors(table1.out / r["log"])
+        assert errors is not None
+        row = readings[("100", str(m), "100", mechanism)]
+        assert row[:5] == [f"{1e3 * errors[k]:.4g}" for k in keys]
+        paper = PAPER["table1"][(100, m, 100.0)]
+        assert row[5] == str(paper[0] if mechanism == "attribute_conceal" else paper[1])
+        # the readings are consistent with each other
+        assert errors["mean_over_m"] == pytest.approx(errors["mean"] / m)
+        assert errors["abs_mean_signed"] <= errors["mean"] + 1e-12
 
 
 def test_batch_errors_use_the_largest_query(table1: SweepResult) -> None:
