@@ -16,12 +16,15 @@ report computes, from each run's log, the error of the attacker's batch of m ans
 reading we tested: the mean and the median of ``|released - exact|`` per answer, the mean after
 clamping released values to [-1, 1], the absolute mean of the signed errors, and the mean
 divided by m.
+
+Every report ends with the commands that remake it, read from each sweep folder's ``sweep.json``.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import shlex
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from biasleak.sim.runlog import read_log
-from biasleak.sim.sweep import iter_rows
+from biasleak.sim.sweep import SWEEP_FILE, iter_rows
 
 __all__ = ["PAPER", "batch_errors", "write_report"]
 
@@ -735,6 +738,41 @@ def write_report(
             "\n".join([f"# {PAPER_TITLES[paper]}", "", f"{len(rows)} finished runs.", "", *body])
             + "\n"
         )
+    text += "\n".join(["", *_reproduce(folders, paper, to)]) + "\n"
     path = target / "report.md"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def _reproduce(folders: list[str | Path], paper: str | None, to: str | Path | None) -> list[str]:
+    """The commands that remake the sweep folders (from their ``sweep.json``) and this report."""
+    commands = []
+    for folder in folders:
+        made = Path(folder) / SWEEP_FILE
+        if not made.exists():  # a folder from before sweep.json: say so rather than guess
+            commands.append(f"# {Path(folder).as_posix()}: made without a record of its command")
+            continue
+        how = json.loads(made.read_text(encoding="utf-8"))
+        words = ["biasleak", "sweep", how["scenario_file"]]
+        if how.get("seeds") is not None:
+            words += ["--seeds", str(how["seeds"])]
+        for override in how.get("overrides") or []:
+            words += ["--set", override]
+        words += ["--workers", "2", "--out", Path(folder).as_posix()]
+        commands.append(" ".join(shlex.quote(w) for w in words))
+    words = ["biasleak", "report", *(Path(f).as_posix() for f in folders)]
+    if paper is not None:
+        words += ["--paper", paper]
+    if to is not None:
+        words += ["--to", Path(to).as_posix()]
+    commands.append(" ".join(shlex.quote(w) for w in words))
+    return [
+        "## Reproduce",
+        "",
+        "From the repository root (`--workers` only sets how many runs go at once; the results "
+        "do not depend on it):",
+        "",
+        "```bash",
+        *commands,
+        "```",
+    ]

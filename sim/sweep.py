@@ -22,7 +22,9 @@ a cluster. Results go to ``OUT/``:
   ``run_id``, ``seed``, ``status``, ``error``, every grid key under its dotted path, the proxy-only
   baseline, and for each developer ``<id>.leakage``, ``<id>.answered``, ``<id>.epsilon_spent``,
   ... and the compliance team's ``compliance.*`` figures;
-- ``logs/``: every run's log.
+- ``logs/``: every run's log;
+- ``sweep.json``: the scenario file, seed count and ``--set`` overrides the sweep was run with
+  (reports print the command that remakes the folder from it).
 
 A run that raises is recorded with ``status: failed`` and its error; the sweep goes on.
 """
@@ -306,6 +308,9 @@ class Progress:
             self.stream.flush()
 
 
+SWEEP_FILE = "sweep.json"
+
+
 def run_sweep(
     path: str | Path,
     *,
@@ -333,6 +338,21 @@ def run_sweep(
     out_dir = Path(out)
     (out_dir / "logs").mkdir(parents=True, exist_ok=True)
     record = out_dir / "results.jsonl"
+    # how this folder was made, so that a report can print the command that remakes it
+    (out_dir / SWEEP_FILE).write_text(
+        json.dumps(
+            {
+                "scenario_file": Path(path).as_posix(),
+                "seeds": seeds,
+                "overrides": list(overrides or []),
+                "runs": len(tasks),
+            },
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     earlier = _read_rows(record)
     finished = {r["run_id"] for r in earlier if r.get("status") == "ok"}
     todo = [t for t in tasks if t.run_id not in finished]

@@ -13,6 +13,7 @@ import io
 import json
 import math
 import re
+import shlex
 import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -863,3 +864,37 @@ def test_shipped_sweep_files_validate_and_expand() -> None:
             if key != "seeds":
                 expected *= len(values)
         assert len(expand(raw)) == expected
+
+
+def test_report_prints_the_commands_that_remake_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # relative paths, as a user types them
+    _write(tmp_path, TINY + "grid:\n  data.n: [60]\n  seeds: 1\n", "my sweep.yaml")
+    args = ["sweep", "my sweep.yaml", "--seeds", "2", "--set", "horizon_days=3", "--out", "out/a"]
+    assert main(args) == 0
+    made = json.loads((tmp_path / "out" / "a" / "sweep.json").read_text(encoding="utf-8"))
+    assert made == {
+        "overrides": ["horizon_days=3"],
+        "runs": 2,
+        "scenario_file": "my sweep.yaml",
+        "seeds": 2,
+    }
+    assert main(["report", "out/a", "--paper", "table3", "--to", "docs/t3"]) == 0
+    text = (tmp_path / "docs" / "t3" / "report.md").read_text(encoding="utf-8")
+    block = text[text.index("## Reproduce") :]
+    commands = block.split("```bash\n")[1].split("```")[0].splitlines()
+    assert commands == [
+        "biasleak sweep 'my sweep.yaml' --seeds 2 --set horizon_days=3 --workers 2 --out out/a",
+        "biasleak report out/a --paper table3 --to docs/t3",
+    ]
+    assert str(tmp_path) not in text  # nothing of the machine the report was made on
+    # the printed sweep command remakes the same runs: everything is already done
+    capsys.readouterr()
+    assert main(shlex.split(commands[0])[1:]) == 0
+    assert "2 runs: 2 already done, 0 ok, 0 failed" in capsys.readouterr().out
+    # a folder without sweep.json (made before it existed) is named, not guessed at
+    (tmp_path / "out" / "a" / "sweep.json").unlink()
+    text = write_report(Path("out/a")).read_text(encoding="utf-8")
+    assert "# out/a: made without a record of its command" in text
+    assert "biasleak report out/a\n" in text
