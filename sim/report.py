@@ -311,8 +311,7 @@ def _sweep_report(outs: list[str | Path], to: Path) -> str:
                 + f" | {_fmt(honest_err[0], honest_err[1], 4)} |"
             )
             if leak[0] is not None and err[0] is not None:
-                label = ", ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True))
-                points.append((err[0], leak[0], f"{dev}: {label}"))
+                points.append((err[0], leak[0], json.dumps([dev, values])))
     figures = _sweep_figures(rows, keys, points, to)
     if figures:
         lines += ["", "## Figures", ""]
@@ -328,6 +327,32 @@ def _sweep_report(outs: list[str | Path], to: Path) -> str:
         "```",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _scatter_points(ax: Any, points: list[tuple[float, float, str]], keys: list[str]) -> None:
+    """One colour per value of the grid key with the fewest values; the other keys as labels."""
+    decoded = [(x, y, *json.loads(tag)) for x, y, tag in points]
+    short = [k.rsplit(".", 1)[-1] for k in keys]
+    devs = sorted({d[2] for d in decoded})
+    by = None
+    if len(keys) > 1:
+        counts = [len({json.dumps(d[3][i]) for d in decoded}) for i in range(len(keys))]
+        by = min(range(len(keys)), key=lambda i: (counts[i], i))
+    groups: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+    for x, y, dev, values in decoded:
+        colour = f"{short[by]}={values[by]}" if by is not None else "grid point"
+        if len(devs) > 1:
+            colour = f"{dev}: {colour}"
+        note = ", ".join(
+            f"{name}={value}"
+            for i, (name, value) in enumerate(zip(short, values, strict=True))
+            if i != by
+        )
+        groups[colour].append((x, y, note))
+    for colour, marks in sorted(groups.items()):
+        ax.scatter([m[0] for m in marks], [m[1] for m in marks], label=colour)
+        for x, y, note in marks:
+            ax.annotate(note, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
 
 
 def _pareto(points: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
@@ -375,7 +400,7 @@ def _sweep_figures(
     names: list[str] = []
     fig, ax = plt.subplots(figsize=(6, 4.5))
     if points:
-        ax.scatter([p[0] for p in points], [p[1] for p in points], color="tab:blue")
+        _scatter_points(ax, points, keys)
         front = _pareto(points)
         ax.plot([p[0] for p in front], [p[1] for p in front], color="tab:red", label="Pareto front")
         ax.set_xscale("symlog", linthresh=1e-3)

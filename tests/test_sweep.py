@@ -768,9 +768,9 @@ def test_report_rejects_unknown_papers_and_empty_folders(
 PAPER_RUNS = {
     "figure2_n100.yaml": 10 * 10,
     "figure2_n1000.yaml": 10 * 10,
-    "figure3_n100.yaml": 6 * 5,
-    "figure3_n1000.yaml": 6 * 5,
-    "figure3_n10000.yaml": 6 * 5,
+    "figure3_n100.yaml": 10 * 10,
+    "figure3_n1000.yaml": 10 * 10,
+    "figure3_n10000.yaml": 10 * 10,
     "table1_n100.yaml": 2 * 2 * 4 * 10,
     "table1_n1000.yaml": 2 * 2 * 4 * 10,
     "table2_n1000.yaml": 6 * 2 * 10,
@@ -898,3 +898,35 @@ def test_report_prints_the_commands_that_remake_it(
     text = write_report(Path("out/a")).read_text(encoding="utf-8")
     assert "# out/a: made without a record of its command" in text
     assert "biasleak report out/a\n" in text
+
+
+def test_leakage_utility_points_are_coloured_by_one_key_and_labelled_by_the_others() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from biasleak.sim.report import _scatter_points
+
+    keys = ["compliance.policy.0.mechanism", "compliance.policy.0.epsilon"]
+    points = [
+        (0.1, 51.0, json.dumps(["mallory", [mech, eps]]))
+        for mech in ("laplace", "attribute_conceal")
+        for eps in (1.0, 10.0, 100.0)
+    ]
+    fig, ax = plt.subplots()
+    _scatter_points(ax, points, keys)
+    labels = sorted(c.get_label() for c in ax.collections)
+    assert labels == ["mechanism=attribute_conceal", "mechanism=laplace"]
+    notes = sorted(t.get_text() for t in ax.texts)
+    assert notes == sorted(f"epsilon={e}" for e in (1.0, 10.0, 100.0) for _ in range(2))
+    # two attackers: the developer goes into the colour; one key: nothing left to label
+    ax.clear()
+    two = [(0.1, 50.0, json.dumps([d, [1.0]])) for d in ("mallory", "eve")]
+    _scatter_points(ax, two, ["compliance.policy.0.epsilon"])
+    assert sorted(c.get_label() for c in ax.collections) == [
+        "eve: grid point",
+        "mallory: grid point",
+    ]
+    assert [t.get_text() for t in ax.texts] == ["epsilon=1.0", "epsilon=1.0"]
+    plt.close(fig)
