@@ -12,6 +12,9 @@ Subcommands:
     Run a scenario over its grid of variations and seeds (resumable; results.csv in DIR).
 ``report DIR... [--paper table1|...|figure3] [--to DIR]``
     A markdown report (and plots, with the ``plots`` extra) of a sweep.
+``paper NAME [--scenarios DIR] [--sweeps DIR] [--to DIR] [--seeds K] [--workers W]``
+    One of the paper's tables or figures end to end: the sweeps of its scenario files (resumable)
+    and its report (default ``docs/paper/NAME``).
 ``validate FILE...``
     Check scenario files; one line per problem, exit code 2 when any is bad.
 ``schema``
@@ -31,6 +34,7 @@ import math
 import sys
 from collections.abc import Sequence
 from importlib import metadata
+from pathlib import Path
 
 import numpy as np
 
@@ -125,6 +129,21 @@ def _parser() -> argparse.ArgumentParser:
         help="compare with a paper table: table1, table2, table3, table4, figure2 or figure3",
     )
     report.add_argument("--to", default=None, help="report folder (default: OUT/report)")
+    paper = sub.add_parser(
+        "paper", help="reproduce one of the paper's tables or figures: sweeps, then the report"
+    )
+    paper.add_argument("name", help="table1, table2, table3, table4, figure2 or figure3")
+    paper.add_argument(
+        "--scenarios",
+        default="scenarios/paper",
+        help="folder of the paper's scenario files (default: scenarios/paper)",
+    )
+    paper.add_argument(
+        "--sweeps", default="sweeps/paper", help="where the sweeps go (default: sweeps/paper)"
+    )
+    paper.add_argument("--to", default=None, help="report folder (default: docs/paper/NAME)")
+    paper.add_argument("--seeds", type=int, default=None, help="seeds per grid point")
+    paper.add_argument("--workers", type=int, default=1, help="parallel runs (default 1)")
     validate = sub.add_parser("validate", help="check scenario files")
     validate.add_argument("files", nargs="+", help="scenario YAML files")
     sub.add_parser("schema", help="print the JSON Schema of scenario files")
@@ -390,6 +409,55 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_paper(args: argparse.Namespace) -> int:
+    """``biasleak paper``."""
+    from biasleak.sim.report import PAPER_FILES, write_report
+    from biasleak.sim.scenario import ScenarioError
+    from biasleak.sim.sweep import close_executor, make_executor, run_sweep
+
+    if args.name not in PAPER_FILES:
+        return _fail(
+            [f"biasleak paper: NAME must be one of {list(PAPER_FILES)}; got {args.name!r}"]
+        )
+    if args.workers < 1:
+        return _fail([f"--workers must be >= 1; received {args.workers}"])
+    if args.seeds is not None and args.seeds < 1:
+        return _fail([f"--seeds must be >= 1; received {args.seeds}"])
+    files = [f"{args.scenarios.rstrip('/')}/{stem}.yaml" for stem in PAPER_FILES[args.name]]
+    missing = [f for f in files if not Path(f).is_file()]
+    if missing:
+        return _fail(
+            [
+                f"biasleak paper: no scenario file {f} (run from the repository root, or pass "
+                "--scenarios DIR)"
+                for f in missing
+            ]
+        )
+    folders = [f"{args.sweeps.rstrip('/')}/{stem}" for stem in PAPER_FILES[args.name]]
+    to = args.to or f"docs/paper/{args.name}"
+    executor, client = (None, None)
+    try:
+        if args.workers > 1:
+            executor, client = make_executor("process", workers=args.workers)
+        for file, folder in zip(files, folders, strict=True):
+            result = run_sweep(
+                file, out=folder, seeds=args.seeds, executor=executor, workers=args.workers
+            )
+            print(
+                f"{file}: {result.total} runs: {result.skipped} already done, {result.ok} ok, "
+                f"{result.failed} failed"
+            )
+        path = write_report(folders, paper=args.name, to=to)
+    except ScenarioError as err:
+        return _fail(err.problems)
+    except (OSError, ValueError) as err:
+        return _fail([f"biasleak paper: {err}"])
+    finally:
+        close_executor(executor, client)
+    print(f"report: {path}")
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """``biasleak validate``."""
     from biasleak.sim.scenario import ScenarioError, load_scenario
@@ -416,6 +484,7 @@ COMMANDS = {
     "run": cmd_run,
     "sweep": cmd_sweep,
     "report": cmd_report,
+    "paper": cmd_paper,
     "compare": cmd_compare,
     "replay": cmd_replay,
     "validate": cmd_validate,

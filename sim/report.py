@@ -34,7 +34,7 @@ from typing import Any
 from biasleak.sim.runlog import read_log
 from biasleak.sim.sweep import SWEEP_FILE, iter_rows
 
-__all__ = ["PAPER", "batch_errors", "write_report"]
+__all__ = ["PAPER", "PAPER_FILES", "batch_errors", "write_report"]
 
 PLOTS_MISSING = "figures need the optional extra: pip install 'biasleak[plots]' (matplotlib)"
 
@@ -726,6 +726,16 @@ def _paper_figure3(rows: list[dict[str, Any]], to: Path) -> list[str]:
     return [*lines, "", f"![figure 3]({names[0]})"]
 
 
+# The scenario files (stems in scenarios/paper/) behind each table and figure.
+PAPER_FILES: dict[str, tuple[str, ...]] = {
+    "table1": ("table1_n100", "table1_n1000"),
+    "table2": ("table2_n1000", "table2_n10000"),
+    "table3": ("table3_n1000", "table3_n10000"),
+    "table4": ("table4",),
+    "figure2": ("figure2_n100", "figure2_n1000"),
+    "figure3": ("figure3_n100", "figure3_n1000", "figure3_n10000"),
+}
+
 PAPER_TITLES = {
     "table1": "Table 1: Adult, Attribute-Conceal against Laplace",
     "table2": "Table 2: synthetic data, Attribute-Conceal at epsilon 100",
@@ -772,12 +782,14 @@ def write_report(
 def _reproduce(folders: list[str | Path], paper: str | None, to: str | Path | None) -> list[str]:
     """The commands that remake the sweep folders (from their ``sweep.json``) and this report."""
     commands = []
+    made_with = []  # (scenario file, seeds, overrides) of each folder, where recorded
     for folder in folders:
         made = Path(folder) / SWEEP_FILE
         if not made.exists():  # a folder from before sweep.json: say so rather than guess
             commands.append(f"# {Path(folder).as_posix()}: made without a record of its command")
             continue
         how = json.loads(made.read_text(encoding="utf-8"))
+        made_with.append((how["scenario_file"], how.get("seeds"), how.get("overrides") or []))
         words = ["biasleak", "sweep", how["scenario_file"]]
         if how.get("seeds") is not None:
             words += ["--seeds", str(how["seeds"])]
@@ -791,6 +803,32 @@ def _reproduce(folders: list[str | Path], paper: str | None, to: str | Path | No
     if to is not None:
         words += ["--to", Path(to).as_posix()]
     commands.append(" ".join(shlex.quote(w) for w in words))
+    stems = tuple(Path(f).name for f in folders)
+    parents = {Path(f).parent.as_posix() for f in folders}
+    sources = {Path(m[0]).parent.as_posix() for m in made_with}
+    seeds = {m[1] for m in made_with}
+    if (
+        paper is not None
+        and stems == PAPER_FILES.get(paper)
+        and len(made_with) == len(folders)
+        and len(parents) == len(sources) == len(seeds) == 1
+        and all(Path(m[0]).stem == stem for m, stem in zip(made_with, stems, strict=True))
+        and not any(m[2] for m in made_with)
+    ):  # the folders are what `biasleak paper` makes: say so in one command
+        words = ["biasleak", "paper", paper]
+        source = sources.pop()
+        if source != "scenarios/paper":
+            words += ["--scenarios", source]
+        words += ["--sweeps", parents.pop()]
+        count = seeds.pop()
+        if count is not None:
+            words += ["--seeds", str(count)]
+        if to is not None:
+            words += ["--to", Path(to).as_posix()]
+        commands += [
+            "# or the same in one command:",
+            " ".join(shlex.quote(w) for w in [*words, "--workers", "2"]),
+        ]
     return [
         "## Reproduce",
         "",

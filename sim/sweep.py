@@ -359,7 +359,8 @@ def run_sweep(
     own = executor is None
     pool = executor or (ProcessPoolExecutor(max_workers=workers) if workers > 1 else None)
     stream = sys.stderr if progress == "stderr" else progress
-    progress_line = Progress(len(todo), stream)  # type: ignore[arg-type]
+    # nothing to run (a finished sweep resumed): no progress line
+    progress_line = Progress(len(todo), stream if todo else None)  # type: ignore[arg-type]
     new_rows: list[dict[str, Any]] = []
     if record.exists() and record.stat().st_size:
         with record.open("rb") as check:  # a line cut by an interruption: end it first

@@ -930,3 +930,40 @@ def test_leakage_utility_points_are_coloured_by_one_key_and_labelled_by_the_othe
     ]
     assert [t.get_text() for t in ax.texts] == ["epsilon=1.0", "epsilon=1.0"]
     plt.close(fig)
+
+
+def test_cli_paper_runs_the_sweeps_and_writes_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "scenarios" / "paper"
+    folder.mkdir(parents=True)
+    for stem, n0 in (("table3_n1000", 8), ("table3_n10000", 10)):
+        text = TINY.replace("minority: 8", f"minority: {n0}") + "grid:\n  seeds: 2\n"
+        (folder / f"{stem}.yaml").write_text(text, encoding="utf-8")
+    assert main(["paper", "table3"]) == 0
+    out = capsys.readouterr().out
+    assert "scenarios/paper/table3_n1000.yaml: 2 runs: 0 already done, 2 ok, 0 failed" in out
+    assert "scenarios/paper/table3_n10000.yaml: 2 runs: 0 already done, 2 ok, 0 failed" in out
+    assert out.endswith("report: docs/paper/table3/report.md\n")
+    assert len(_csv(tmp_path / "sweeps" / "paper" / "table3_n10000")) == 2
+    text = (tmp_path / "docs" / "paper" / "table3" / "report.md").read_text(encoding="utf-8")
+    assert text.startswith("# Table 3: ") and "4 finished runs." in text
+    assert (
+        "biasleak paper table3 --sweeps sweeps/paper --to docs/paper/table3 --workers 2\n" in text
+    )
+    # again: nothing to run; --seeds adds runs and the one-command line says so
+    assert main(["paper", "table3", "--to", "out/t3"]) == 0
+    assert "2 runs: 2 already done, 0 ok, 0 failed" in capsys.readouterr().out
+    assert main(["paper", "table3", "--seeds", "3", "--workers", "2", "--to", "out/t3"]) == 0
+    assert "3 runs: 2 already done, 1 ok, 0 failed" in capsys.readouterr().out
+    text = (tmp_path / "out" / "t3" / "report.md").read_text(encoding="utf-8")
+    assert "6 finished runs." in text
+    assert "biasleak paper table3 --sweeps sweeps/paper --seeds 3 --to out/t3 --workers 2" in text
+    # bad input
+    assert main(["paper", "table9"]) == 2
+    assert "NAME must be one of ['table1', 'table2'" in capsys.readouterr().err
+    assert main(["paper", "table4"]) == 2
+    assert "no scenario file scenarios/paper/table4.yaml" in capsys.readouterr().err
+    assert main(["paper", "table3", "--workers", "0"]) == 2
+    assert "--workers must be >= 1; received 0" in capsys.readouterr().err
