@@ -412,7 +412,7 @@ def _sweep_figures(
     plt.close(fig)
     first_by_combo: dict[str, dict[str, Any]] = {}
     for row in sorted(rows, key=lambda r: r["seed"]):
-        label = ", ".join(f"{k}={row.get(k)}" for k in keys) or "scenario"
+        label = ", ".join(f"{k.rsplit('.', 1)[-1]}={row.get(k)}" for k in keys) or "scenario"
         first_by_combo.setdefault(label, row)
     devs = _developers(rows)
     for kind, xlabel, name in (
@@ -424,10 +424,12 @@ def _sweep_figures(
             for dev in devs:
                 series = _series(row["log"], kind, dev)
                 if series:
-                    ax.step(
+                    ax.step(  # markers: a run that decodes once has a single point
                         [s[0] for s in series],
                         [s[1] for s in series],
                         where="post",
+                        marker="o",
+                        markersize=3,
                         label=f"{dev}: {label}",
                     )
         ax.set_xlabel(xlabel)
@@ -440,7 +442,14 @@ def _sweep_figures(
     for label, row in list(first_by_combo.items())[:12]:
         series = _series(row["log"], "budget")
         if series:
-            ax.step([s[0] for s in series], [s[1] for s in series], where="post", label=label)
+            ax.step(
+                [s[0] for s in series],
+                [s[1] for s in series],
+                where="post",
+                marker="o",
+                markersize=3,
+                label=label,
+            )
     ax.set_xlabel("simulated hours")
     ax.set_ylabel("epsilon charged (all developers)")
     ax.legend(fontsize=6)
