@@ -5,9 +5,10 @@
 Without ``--paper`` the report is the compliance officer's view of any sweep: one row per grid
 point and developer with leakage (mean and spread over seeds, and the proxy-only baseline beside
 it) and utility (the compliance team's median |answered - exact|, honest developers' metric error
-and agreement with the exact-answer choice, the refusal rate), then figures: leakage against
-utility per grid point with the Pareto front marked, leakage over simulated time and against the
-number of answered models per attack, and privacy budget spent over time.
+and agreement with the exact-answer choice, the refusal rate), then figures: the leakage of the
+strongest attacker against utility per grid point with the Pareto front marked, leakage over
+simulated time and against the number of answered models per attack, and privacy budget spent
+over time.
 
 With ``--paper`` (``table1`` ... ``table4``, ``figure2``, ``figure3``) the report puts biasleak's
 numbers beside the published ones (Hamman, Chen and Dutta 2023), with the run counts, and says
@@ -286,6 +287,7 @@ def _sweep_report(outs: list[str | Path], to: Path) -> str:
         ]
 
     for combo, rs in sorted(groups.items(), key=order):
+        worst: tuple[float, float] | None = None  # (leakage, error) of the strongest attacker
         for dev in devs:
             leak = _stat(_num(r.get(f"{dev}.leakage")) for r in rs)
             proxy = _stat(_num(r.get("proxy_baseline_leakage")) for r in rs)
@@ -311,7 +313,9 @@ def _sweep_report(outs: list[str | Path], to: Path) -> str:
                 + f" | {_fmt(honest_err[0], honest_err[1], 4)} |"
             )
             if leak[0] is not None and err[0] is not None:
-                points.append((err[0], leak[0], json.dumps([dev, values])))
+                worst = max(worst or (leak[0], err[0]), (leak[0], err[0]))
+        if worst is not None:  # a policy is as leaky as the strongest attack against it
+            points.append((worst[1], worst[0], json.dumps([json.loads(c) for c in combo])))
     figures = _sweep_figures(rows, keys, points, to)
     if figures:
         lines += ["", "## Figures", ""]
@@ -330,19 +334,19 @@ def _sweep_report(outs: list[str | Path], to: Path) -> str:
 
 
 def _scatter_points(ax: Any, points: list[tuple[float, float, str]], keys: list[str]) -> None:
-    """One colour per value of the grid key with the fewest values; the other keys as labels."""
-    decoded = [(x, y, *json.loads(tag)) for x, y, tag in points]
+    """One colour per value of the grid key with the fewest values; the other keys as labels.
+
+    Each point is a grid point: ``(error, leakage, json of the grid values)``.
+    """
+    decoded = [(x, y, json.loads(tag)) for x, y, tag in points]
     short = [k.rsplit(".", 1)[-1] for k in keys]
-    devs = sorted({d[2] for d in decoded})
     by = None
     if len(keys) > 1:
-        counts = [len({json.dumps(d[3][i]) for d in decoded}) for i in range(len(keys))]
+        counts = [len({json.dumps(d[2][i]) for d in decoded}) for i in range(len(keys))]
         by = min(range(len(keys)), key=lambda i: (counts[i], i))
     groups: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
-    for x, y, dev, values in decoded:
+    for x, y, values in decoded:
         colour = f"{short[by]}={values[by]}" if by is not None else "grid point"
-        if len(devs) > 1:
-            colour = f"{dev}: {colour}"
         note = ", ".join(
             f"{name}={value}"
             for i, (name, value) in enumerate(zip(short, values, strict=True))
@@ -406,8 +410,8 @@ def _sweep_figures(
         ax.set_xscale("symlog", linthresh=1e-3)
         ax.legend()
     ax.set_xlabel("median |answered - exact| (compliance)")
-    ax.set_ylabel("leakage (%)")
-    ax.set_title("Leakage against utility, per grid point and developer")
+    ax.set_ylabel("leakage of the strongest attacker (%)")
+    ax.set_title("Leakage against utility, per grid point")
     names += _save(fig, to, "leakage_vs_utility")
     plt.close(fig)
     first_by_combo: dict[str, dict[str, Any]] = {}

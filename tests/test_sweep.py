@@ -910,7 +910,7 @@ def test_leakage_utility_points_are_coloured_by_one_key_and_labelled_by_the_othe
 
     keys = ["compliance.policy.0.mechanism", "compliance.policy.0.epsilon"]
     points = [
-        (0.1, 51.0, json.dumps(["mallory", [mech, eps]]))
+        (0.1, 51.0, json.dumps([mech, eps]))
         for mech in ("laplace", "attribute_conceal")
         for eps in (1.0, 10.0, 100.0)
     ]
@@ -920,16 +920,42 @@ def test_leakage_utility_points_are_coloured_by_one_key_and_labelled_by_the_othe
     assert labels == ["mechanism=attribute_conceal", "mechanism=laplace"]
     notes = sorted(t.get_text() for t in ax.texts)
     assert notes == sorted(f"epsilon={e}" for e in (1.0, 10.0, 100.0) for _ in range(2))
-    # two attackers: the developer goes into the colour; one key: nothing left to label
+    # one key: one colour, the key's value as the label
     ax.clear()
-    two = [(0.1, 50.0, json.dumps([d, [1.0]])) for d in ("mallory", "eve")]
-    _scatter_points(ax, two, ["compliance.policy.0.epsilon"])
-    assert sorted(c.get_label() for c in ax.collections) == [
-        "eve: grid point",
-        "mallory: grid point",
-    ]
-    assert [t.get_text() for t in ax.texts] == ["epsilon=1.0", "epsilon=1.0"]
+    _scatter_points(ax, [(0.1, 50.0, json.dumps([e])) for e in (1.0, 2.0)], keys[1:])
+    assert [c.get_label() for c in ax.collections] == ["grid point"]
+    assert [t.get_text() for t in ax.texts] == ["epsilon=1.0", "epsilon=2.0"]
     plt.close(fig)
+
+
+def test_leakage_utility_point_is_the_strongest_attacker(tmp_path: Path) -> None:
+    """Two attackers per grid point: the figure's point is the leakier one, per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from biasleak.sim import report as rep
+
+    two = TINY.replace(
+        "compliance:",
+        "  - id: eve\n    organization: other\n    strategy: {kind: full_rank}\ncompliance:",
+    )
+    path = _write(tmp_path, two + "grid:\n  compliance.policy.0.epsilon: [10.0, .inf]\n")
+    result = run_sweep(path, out=tmp_path / "out", progress=None)
+    seen: list[list[tuple[float, float, str]]] = []
+    original = rep._scatter_points
+    try:
+        rep._scatter_points = lambda ax, points, keys: seen.append(points)  # type: ignore[assignment]
+        write_report(result.out)
+    finally:
+        rep._scatter_points = original  # type: ignore[assignment]
+    (points,) = seen
+    by_eps = {json.loads(tag)[0]: (x, y) for x, y, tag in points}
+    assert set(by_eps) == {10.0, "inf"}
+    for eps, (x, y) in by_eps.items():
+        row = next(r for r in result.rows if r["compliance.policy.0.epsilon"] == eps)
+        assert y == max(row["mallory.leakage"], row["eve.leakage"])
+        assert x == row["compliance.median_abs_error"]
+    assert by_eps["inf"][1] == 100.0  # exact answers: full rank recovers everyone
 
 
 def test_cli_paper_runs_the_sweeps_and_writes_the_report(
