@@ -662,7 +662,7 @@ def test_paper_table1_report(table1: SweepResult) -> None:
         ): r["mallory.leakage"]
         for r in table1.rows
     }
-    agree = 0
+    agree, off = 0, []
     for cells in table:
         m, eps = int(cells[1]), math.inf if cells[2] == "inf" else float(cells[2])
         paper = PAPER["table1"][(100, m, eps)]
@@ -671,13 +671,23 @@ def test_paper_table1_report(table1: SweepResult) -> None:
         for column, mechanism in ((10, "attribute_conceal"), (12, "laplace")):
             leak = ours[(m, mechanism, "inf" if math.isinf(eps) else eps)]
             assert cells[column] == f"{leak:.1f} ± 0.0"
-            agree += abs(leak - paper[2 if mechanism == "attribute_conceal" else 3]) <= 10
+            published = paper[2 if mechanism == "attribute_conceal" else 3]
+            agree += abs(leak - published) <= 10
+            if abs(leak - published) > 10:
+                name = "AC" if mechanism == "attribute_conceal" else "Laplace"
+                off.append(
+                    f"n = 100, m = {m}, eps = {cells[2]}, {name} (ours {leak:.1f} ± 0.0, "
+                    f"paper {published:g})"
+                )
         if math.isinf(eps):
             assert cells[4] == cells[7] == "0.00 ± 0.00"  # exact answers have no error
     inf25, inf40 = table[1], table[3]
     assert (inf25[11], inf25[13]) == ("63", "63")
     assert (inf40[11], inf40[13]) == ("100", "100")
-    assert f"in {agree} of 8 cells." in text
+    # the plain paragraph: which cells agree, which do not, and how the errors compare
+    (verdict,) = [line for line in text.splitlines() if line.startswith("**Where we agree")]
+    assert f"deviations) in {agree} of 8 cells" in verdict
+    assert ("; it does not in " + "; ".join(off) + ".") in verdict if off else "cells." in verdict
     # the interpretation table: every reading of Avg. SP err per noisy cell, beside the paper's
     assert "Every reading of Avg. SP err we tested" in text
     lines = text.splitlines()
@@ -702,6 +712,21 @@ def test_paper_table1_report(table1: SweepResult) -> None:
         # the readings are consistent with each other
         assert errors["mean_over_m"] == pytest.approx(errors["mean"] / m)
         assert errors["abs_mean_signed"] <= errors["mean"] + 1e-12
+    ratios = []
+    for row in readings.values():
+        ratios.append(float(row[1]) / float(row[5]))  # median over the paper's value
+    ratios.sort()
+    above = sum(r >= 1.0 for r in ratios)
+    assert f"at or above the paper's value in {above} of 4 noisy cells" in verdict
+    # the table rounds to 4 significant digits, the paragraph to 3: compare at 2
+    low, high = re.search(r"from (\S+) to (\S+) times it", verdict).groups()
+    assert float(low) == pytest.approx(ratios[0], rel=1e-2)
+    assert float(high) == pytest.approx(ratios[-1], rel=1e-2)
+    assert re.search(
+        r"per reading: mean \d, median \d, clamped \d, \|mean signed\| \d, "
+        r"mean / m \d \(of 4\)\.",
+        verdict,
+    )
 
 
 def test_batch_errors_use_the_largest_query(table1: SweepResult) -> None:
@@ -993,3 +1018,30 @@ def test_cli_paper_runs_the_sweeps_and_writes_the_report(
     assert "no scenario file scenarios/paper/table4.yaml" in capsys.readouterr().err
     assert main(["paper", "table3", "--workers", "0"]) == 2
     assert "--workers must be >= 1; received 0" in capsys.readouterr().err
+
+
+def test_verdict_paragraph_counts_agreement_and_error_ratios() -> None:
+    from biasleak.sim.report import _verdict
+
+    leakage = [
+        ("cell a", 50.0, 2.0, 55.0),  # within 10 points
+        ("cell b", 50.0, 8.0, 65.0),  # 15 points off, but within two sd (16)
+        ("cell c", 50.0, 1.0, 75.0),  # off
+        ("cell d", None, None, 60.0),  # no runs: not rated
+    ]
+    # readings: mean, median, clamped, |mean signed|, mean / m; then the paper's value
+    errors = [
+        ([100.0, 10.0, 5.0, 1.0, 1.2], 1.0),  # median 10x the paper; mean / m within 30%
+        ([50.0, 2.0, 1.1, 0.5, 0.1], 4.0),  # median half the paper; nothing within 30%
+        ([1.0, 1.0, 1.0, 1.0, 1.0], 0.0),  # the paper gives 0: no ratio
+    ]
+    (text,) = _verdict(errors, leakage)
+    assert text == (
+        "**Where we agree and where we do not.** Leakage agrees with the paper (within 10 points "
+        "or two standard deviations) in 2 of 3 cells; it does not in cell c (ours 50.0 ± 1.0, "
+        "paper 75). Avg. SP err: our median |released - exact| per answer is at or above the "
+        "paper's value in 1 of 2 noisy cells, from 0.5 to 10 times it (median 5.25 times). Cells "
+        "within 30% of the paper's value, per reading: mean 0, median 0, clamped 0, "
+        "|mean signed| 1, mean / m 1 (of 2)."
+    )
+    assert _verdict([], None) == []
