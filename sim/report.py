@@ -719,11 +719,17 @@ def _paper_figure2(rows: list[dict[str, Any]], to: Path) -> list[str]:
     for r in rows:
         by_n[_n(r)][_m(r)].append(r)
     lines = ["| n | m | runs | leakage % | paper |", "|---|---|---|---|---|"]
+    leakage: list[Leak] = []
     for n in sorted(by_n):
         for m in sorted(by_n[n]):
             leak = _stat(_num(r.get(f"{ATTACKER}.leakage")) for r in by_n[n][m])
             paper = PAPER["figure2"].get((n, m), "")
             lines.append(f"| {n} | {m} | {leak[2]} | {_fmt(leak[0], leak[1])} | {paper} |")
+            if paper != "":
+                leakage.append((f"n = {n}, m = {m}", leak[0], leak[1], float(paper)))
+    verdict = _verdict([], leakage)
+    if verdict:
+        lines += ["", *verdict]
     plt = _plt()
     if plt is None:
         return [*lines, "", f"(No figure: {PLOTS_MISSING}.)"]

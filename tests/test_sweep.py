@@ -1045,3 +1045,47 @@ def test_verdict_paragraph_counts_agreement_and_error_ratios() -> None:
         "|mean signed| 1, mean / m 1 (of 2)."
     )
     assert _verdict([], None) == []
+
+
+FIGURE2 = """\
+name: tiny_figure2
+seed: 0
+horizon_days: 5
+data: {dataset: adult, protected: race, n: 100}
+developers:
+  - id: mallory
+    organization: acme
+    strategy: {kind: compressed_sensing, queries: 25, batch: 100000, decoder: basis_pursuit}
+compliance:
+  metrics: [sp]
+  answer_hours: 0.01
+  policy: []
+grid:
+  developers.0.strategy.queries: [25, 40]
+"""
+
+
+def test_paper_figure_reports(tmp_path: Path) -> None:
+    fig2 = run_sweep(_write(tmp_path, FIGURE2, "f2.yaml"), out=tmp_path / "f2", progress=None)
+    text = write_report(fig2.out, paper="figure2", to=tmp_path / "r2").read_text(encoding="utf-8")
+    _, table = _table(text, "n")
+    leak = {r["developers.0.strategy.queries"]: r["mallory.leakage"] for r in fig2.rows}
+    assert [c[:4] for c in table] == [
+        ["100", str(m), "1", f"{leak[m]:.1f} ± 0.0"] for m in (25, 40)
+    ]
+    assert [c[4] for c in table] == ["63", "100"]  # the paper's points
+    agree = sum(abs(leak[m] - p) <= 10 for m, p in ((25, 63), (40, 100)))
+    assert f"deviations) in {agree} of 2 cells" in text
+    assert "![figure 2](figure2.png)" in text and (tmp_path / "r2" / "figure2.svg").exists()
+
+    grid = "grid:\n  compliance.policy.0.epsilon: [10.0, 1000.0]\n"
+    fig3 = run_sweep(_write(tmp_path, TINY + grid, "f3.yaml"), out=tmp_path / "f3", progress=None)
+    text = write_report(fig3.out, paper="figure3", to=tmp_path / "r3").read_text(encoding="utf-8")
+    _, table = _table(text, "n")
+    assert [c[:3] for c in table] == [["80", "10", "1"], ["80", "1000", "1"]]
+    medians = [float(c[4].split(" ± ")[0]) for c in table]
+    assert medians[0] > medians[1] > 0  # more epsilon, less noise
+    assert (tmp_path / "r3" / "figure3.png").exists()
+    # a table whose cells the runs do not cover: headers only, no paragraph
+    text = write_report(fig3.out, paper="table4", to=tmp_path / "r4").read_text(encoding="utf-8")
+    assert text.startswith("# Table 4: German credit\n") and "Where we agree" not in text
