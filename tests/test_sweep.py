@@ -1047,22 +1047,15 @@ def test_verdict_paragraph_counts_agreement_and_error_ratios() -> None:
     assert _verdict([], None) == []
 
 
-FIGURE2 = """\
-name: tiny_figure2
-seed: 0
-horizon_days: 5
-data: {dataset: adult, protected: race, n: 100}
-developers:
-  - id: mallory
-    organization: acme
-    strategy: {kind: compressed_sensing, queries: 25, batch: 100000, decoder: basis_pursuit}
-compliance:
-  metrics: [sp]
-  answer_hours: 0.01
-  policy: []
-grid:
-  developers.0.strategy.queries: [25, 40]
-"""
+FIGURE2 = (
+    TABLE1.replace("tiny_table1", "tiny_figure2")
+    .replace(
+        "  policy:\n    - {kind: noise, mechanism: attribute_conceal, epsilon: 5.0, per: batch}",
+        "  policy: []",
+    )
+    .split("  compliance.policy.0.mechanism")[0]
+)
+"""Exact answers, m in {25, 40}: two of the paper's Figure 2 points (2 runs)."""
 
 
 def test_paper_figure_reports(tmp_path: Path) -> None:
