@@ -474,10 +474,13 @@ def test_process_pool_gives_the_serial_results(
     assert (result.total, result.ok, result.failed) == (8, 8, 0)
     got = {r["run_id"]: _without_paths(r) for r in result.rows}
     assert got == expected  # same ids, same leakage and every other figure
+    # a line per 10% on a stream that is not a terminal: with 8 runs, every run crosses a step
     lines = progress.getvalue().splitlines()
-    assert 1 < len(lines) <= 11  # a line per 10% on a stream that is not a terminal
-    assert lines[-1].endswith("8/8 done, 0 running, 0 failed")
-    assert lines[-1].startswith("[" + "#" * 30 + "]")
+    assert lines == [
+        f"[{'#' * (30 * done // 8):<30}] {done}/8 done, {min(8 - done, 2)} running, 0 failed"
+        for done in range(9)
+    ]
+    assert lines[-1] == "[" + "#" * 30 + "] 8/8 done, 0 running, 0 failed"
     # workers > 1 without an executor: the sweep makes (and shuts down) its own pool
     own = run_sweep(path, out=tmp_path / "own", workers=2, progress=None)
     assert {r["run_id"]: _without_paths(r) for r in own.rows} == expected
