@@ -358,15 +358,24 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count_problems(args: argparse.Namespace) -> list[str]:
+    """``--workers`` and ``--seeds`` of ``sweep`` and ``paper``: both must be at least 1."""
+    problems = []
+    if args.workers < 1:
+        problems.append(f"--workers must be >= 1; received {args.workers}")
+    if args.seeds is not None and args.seeds < 1:
+        problems.append(f"--seeds must be >= 1; received {args.seeds}")
+    return problems
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``biasleak sweep``."""
     from biasleak.sim.scenario import ScenarioError, load_scenario
     from biasleak.sim.sweep import close_executor, make_executor, run_sweep
 
-    if args.workers < 1:
-        return _fail([f"--workers must be >= 1; received {args.workers}"])
-    if args.seeds is not None and args.seeds < 1:
-        return _fail([f"--seeds must be >= 1; received {args.seeds}"])
+    problems = _count_problems(args)
+    if problems:
+        return _fail(problems)
     try:
         scenario = load_scenario(args.file, overrides=args.overrides)
         out = args.out or f"sweeps/{scenario.name}"
@@ -419,10 +428,9 @@ def cmd_paper(args: argparse.Namespace) -> int:
         return _fail(
             [f"biasleak paper: NAME must be one of {list(PAPER_FILES)}; got {args.name!r}"]
         )
-    if args.workers < 1:
-        return _fail([f"--workers must be >= 1; received {args.workers}"])
-    if args.seeds is not None and args.seeds < 1:
-        return _fail([f"--seeds must be >= 1; received {args.seeds}"])
+    problems = _count_problems(args)
+    if problems:
+        return _fail(problems)
     files = [f"{args.scenarios.rstrip('/')}/{stem}.yaml" for stem in PAPER_FILES[args.name]]
     missing = [f for f in files if not Path(f).is_file()]
     if missing:

@@ -287,6 +287,7 @@ def _sweep_report(outs: list[str | Path], to: Path) -> str:
         ]
 
     for combo, rs in sorted(groups.items(), key=order):
+        values = [json.loads(c) for c in combo]
         worst: tuple[float, float] | None = None  # (leakage, error) of the strongest attacker
         for dev in devs:
             leak = _stat(_num(r.get(f"{dev}.leakage")) for r in rs)
@@ -304,7 +305,6 @@ def _sweep_report(outs: list[str | Path], to: Path) -> str:
                 if r.get(f"{dev}.deployed_agrees") is not None
             ]
             honest_err = _stat(_num(r.get(f"{dev}.metric_error")) for r in rs)
-            values = [json.loads(c) for c in combo]
             lines.append(
                 "| " + " | ".join(str(v) for v in values) + f" | {dev} | {len(rs)} | "
                 f"{_fmt(leak[0], leak[1])} | {_fmt(proxy[0], proxy[1])} | "
@@ -315,7 +315,7 @@ def _sweep_report(outs: list[str | Path], to: Path) -> str:
             if leak[0] is not None and err[0] is not None:
                 worst = max(worst or (leak[0], err[0]), (leak[0], err[0]))
         if worst is not None:  # a policy is as leaky as the strongest attack against it
-            points.append((worst[1], worst[0], json.dumps([json.loads(c) for c in combo])))
+            points.append((worst[1], worst[0], json.dumps(values)))
     figures = _sweep_figures(rows, keys, points, to)
     if figures:
         lines += ["", "## Figures", ""]
@@ -500,7 +500,7 @@ def _cell(rows: list[dict[str, Any]]) -> dict[str, Any]:
     errs = [batch_errors(r["log"]) for r in rows]
     errs = [e for e in errs if e is not None]
     out: dict[str, Any] = {"runs": len(rows)}
-    for key in ("mean", "median", "mean_clamped", "abs_mean_signed", "mean_over_m"):
+    for key in READINGS:
         out[key] = _stat(1e3 * e[key] for e in errs)
     out["leakage"] = _stat(_num(r.get(f"{ATTACKER}.leakage")) for r in rows)
     out["revealed"] = _stat(_num(r.get(f"{ATTACKER}.revealed")) for r in rows)
@@ -561,9 +561,6 @@ def _paper_table1(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-READINGS = ("mean", "median", "mean_clamped", "abs_mean_signed", "mean_over_m")
-
-
 Leak = tuple[str, float | None, float | None, float]
 """A leakage comparison: cell label, our mean and sd over runs, the paper's value."""
 
@@ -574,6 +571,8 @@ READING_NAMES = {
     "abs_mean_signed": "|mean signed|",
     "mean_over_m": "mean / m",
 }
+"""Every reading of Avg. SP err (a key of :func:`batch_errors`) and its short name."""
+READINGS = tuple(READING_NAMES)
 
 
 def _leak_agrees(mean: float, sd: float | None, paper: float) -> bool:
@@ -666,7 +665,7 @@ def _paper_table2_3(rows: list[dict[str, Any]], which: str) -> list[str]:
             (f"n = {key[0]}, N0 = {key[1]}, {third} = {third_value}", *c["leakage"][:2], pleak)
         )
         lines.append(
-            f"| {key[0]} | {key[1]} | {_e(key[2]) if which == 'table3' else key[2]} | "
+            f"| {key[0]} | {key[1]} | {third_value} | "
             f"{c['runs']} | {_fmt(*c['mean'][:2], 2)} | {_fmt(*c['median'][:2], 2)} | {perr} | "
             f"{_fmt(*c['leakage'][:2])} | {pleak} |"
         )
@@ -858,11 +857,12 @@ def _reproduce(folders: list[str | Path], paper: str | None, to: str | Path | No
             commands.append(f"# {Path(folder).as_posix()}: made without a record of its command")
             continue
         how = json.loads(made.read_text(encoding="utf-8"))
-        made_with.append((how["scenario_file"], how.get("seeds"), how.get("overrides") or []))
-        words = ["biasleak", "sweep", how["scenario_file"]]
-        if how.get("seeds") is not None:
-            words += ["--seeds", str(how["seeds"])]
-        for override in how.get("overrides") or []:
+        file, count, overrides = how["scenario_file"], how.get("seeds"), how.get("overrides") or []
+        made_with.append((file, count, overrides))
+        words = ["biasleak", "sweep", file]
+        if count is not None:
+            words += ["--seeds", str(count)]
+        for override in overrides:
             words += ["--set", override]
         words += ["--workers", "2", "--out", Path(folder).as_posix()]
         commands.append(" ".join(shlex.quote(w) for w in words))
