@@ -241,13 +241,16 @@ def _plt() -> Any:
 
 
 def _save(fig: Any, to: Path, name: str) -> list[str]:
+    import matplotlib
+
     paths = []
-    for ext in ("png", "svg"):
-        path = to / f"{name}.{ext}"
-        fig.savefig(
-            path, dpi=120, bbox_inches="tight", metadata=None if ext == "png" else {"Date": None}
-        )
-        paths.append(path.name)
+    # no date and fixed element ids in the SVG: the same runs give the same files
+    with matplotlib.rc_context({"svg.hashsalt": "biasleak"}):
+        for ext in ("png", "svg"):
+            path = to / f"{name}.{ext}"
+            metadata = None if ext == "png" else {"Date": None}
+            fig.savefig(path, dpi=120, bbox_inches="tight", metadata=metadata)
+            paths.append(path.name)
     return paths
 
 

@@ -1082,6 +1082,10 @@ def test_paper_figure_reports(tmp_path: Path) -> None:
     medians = [float(c[4].split(" ± ")[0]) for c in table]
     assert medians[0] > medians[1] > 0  # more epsilon, less noise
     assert (tmp_path / "r3" / "figure3.png").exists()
+    # the same runs give byte-identical figures (no date, fixed SVG element ids)
+    write_report(fig3.out, paper="figure3", to=tmp_path / "again")
+    for name in ("figure3.png", "figure3.svg"):
+        assert (tmp_path / "again" / name).read_bytes() == (tmp_path / "r3" / name).read_bytes()
     # a table whose cells the runs do not cover: headers only, no paragraph
     text = write_report(fig3.out, paper="table4", to=tmp_path / "r4").read_text(encoding="utf-8")
     assert text.startswith("# Table 4: German credit\n") and "Where we agree" not in text
