@@ -187,6 +187,8 @@ class Compliance:
             decision.epsilon_charged,
             decision.cached,
             now,
+            decision.delta_charged,
+            decision.sampler,
         )
 
     def _react(self, alert: Alert) -> None:

@@ -100,6 +100,10 @@ class Answer:
     """For each model, whether its value came from the cache (free)."""
     answered_at: float = 0.0
     """Simulated time the answer was sent."""
+    delta_charged: float = 0.0
+    """Delta charged for this answer (0 for pure eps-DP mechanisms and cached values)."""
+    sampler: str = "safe"
+    """How the noise was drawn (public policy): ``safe`` (grid release) or ``naive`` (floats)."""
 
 
 @dataclass(frozen=True)

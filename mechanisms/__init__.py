@@ -19,6 +19,8 @@ Modules:
   corrections to the paper's formulas documented there);
 - :mod:`~biasleak.mechanisms.release`: Laplace, Attribute-Conceal, smooth Laplace, Gaussian,
   output bounding;
+- :mod:`~biasleak.mechanisms.samplers`: floating-point-safe noise (grid releases, exact discrete
+  Laplace and Gaussian samplers, exactly rounded continuous noise), the default of every release;
 - :mod:`~biasleak.mechanisms.accounting`: budgets with basic, advanced and KOV composition;
 - :mod:`~biasleak.mechanisms.audit`: private group counts and rates for audit reports
   (add/remove-one-record adjacency).
@@ -27,7 +29,7 @@ Neighbouring rule, unless a function says otherwise: two audit sets differ in ON
 protected attribute; features and labels are shared.
 """
 
-from biasleak.mechanisms import accounting, audit, metrics, release, sensitivity
+from biasleak.mechanisms import accounting, audit, metrics, release, samplers, sensitivity
 from biasleak.mechanisms.accounting import BudgetExceeded, Ledger, LedgerBook
 from biasleak.mechanisms.metrics import (
     METRICS,
@@ -39,12 +41,19 @@ from biasleak.mechanisms.metrics import (
     predictive_parity,
     statistical_parity,
 )
-from biasleak.mechanisms.release import MECHANISMS, Release, attribute_conceal, laplace
+from biasleak.mechanisms.release import (
+    MECHANISMS,
+    SAMPLERS,
+    Release,
+    attribute_conceal,
+    laplace,
+)
 from biasleak.mechanisms.sensitivity import global_sensitivity, smooth_sensitivity
 
 __all__ = [
     "MECHANISMS",
     "METRICS",
+    "SAMPLERS",
     "BudgetExceeded",
     "Ledger",
     "LedgerBook",
@@ -62,6 +71,7 @@ __all__ = [
     "metrics",
     "predictive_parity",
     "release",
+    "samplers",
     "sensitivity",
     "smooth_sensitivity",
     "statistical_parity",

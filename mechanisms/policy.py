@@ -52,7 +52,7 @@ from biasleak.mechanisms._validation import (
     check_positive,
 )
 from biasleak.mechanisms.accounting import LedgerBook
-from biasleak.mechanisms.release import BOUNDINGS, MECHANISMS, release
+from biasleak.mechanisms.release import BOUNDINGS, MECHANISMS, SAMPLERS, release
 from biasleak.mechanisms.sensitivity import SENSITIVITY_METRICS
 
 __all__ = [
@@ -129,10 +129,15 @@ class Noise:
     """Whether epsilon is per model (a batch of m costs m x epsilon) or per query."""
     bounding: str = "raw"
     """Output bounding (one of :data:`biasleak.mechanisms.release.BOUNDINGS`)."""
+    sampler: str = "safe"
+    """How noise is drawn (one of :data:`biasleak.mechanisms.release.SAMPLERS`): ``safe`` releases
+    on a power-of-two grid with exactly sampled noise; ``naive`` adds floating-point noise (for
+    demonstrating the floating-point attack only)."""
 
     def __post_init__(self) -> None:
         check_choice(self.mechanism, MECHANISMS, name="mechanism")
         check_choice(self.bounding, BOUNDINGS, name="bounding")
+        check_choice(self.sampler, SAMPLERS, name="sampler")
         check_choice(self.per, ("model", "batch"), name="per")
         eps = check_epsilon(self.epsilon)
         if self.mechanism in ("smooth_laplace", "gaussian") and not math.isinf(eps):
@@ -277,6 +282,8 @@ class Decision:
     epsilon_charged: float = 0.0
     delta_charged: float = 0.0
     cached: tuple[bool, ...] = ()
+    sampler: str = "safe"
+    """How the noise was drawn (public, like the mechanism)."""
     reason: str | None = None
     """Refusal reason code when refused."""
     detail: str = ""
@@ -520,6 +527,7 @@ def decide(
                 delta=delta_total,
                 rng=rng,
                 bounding=noise.bounding,
+                sampler=noise.sampler,
             )
             values_new, scale, sensitivity = rel.values, rel.noise_scale, rel.sensitivity
         internal.update(exact=exact, noise_scale=scale, sensitivity=sensitivity)
@@ -553,6 +561,7 @@ def decide(
         epsilon_charged=0.0 if m_new == 0 else eps_total,
         delta_charged=delta_total,
         cached=tuple(bool(c) for c in cached),
+        sampler="exact" if exact_release else noise.sampler,
         models=m,
         internal=internal,
     )

@@ -28,6 +28,27 @@ sizes N0 and N1, so publishing it would leak them and void the guarantee. The na
 :func:`release` returns a :class:`Release` whose ``noise_scale`` is for the compliance side's
 internal log and must never reach a developer.
 
+Samplers, chosen with ``sampler=`` (:data:`SAMPLERS`):
+
+``safe`` (the default)
+    Floating-point-safe noise (:mod:`~biasleak.mechanisms.samplers`). Every output is an integer
+    times a power-of-two grid step chosen from public quantities only (n, m, epsilon, delta, the
+    metric), recorded in :attr:`Release.grid`. ``laplace`` rounds the exact values to the grid and
+    adds exactly sampled discrete Laplace noise whose scale covers the rounding (at most m extra
+    grid units of l1 sensitivity) and the float error of the metric; ``gaussian`` does the same
+    with the discrete Gaussian, calibrated through zCDP (Canonne, Kamath and Steinke 2020), a few
+    percent more noise than the analytic Gaussian. The smooth-sensitivity mechanisms add the
+    continuous Cauchy or Laplace noise and round the real result to the grid EXACTLY (interval
+    arithmetic when floats cannot decide), so the output is post-processing of the textbook
+    mechanism; their smooth sensitivity gets a tiny documented slack for float error. The
+    reported ``noise_scale`` is then the scale actually used (never below the textbook one, at
+    most ~1e-5 above it for the Laplace/Cauchy mechanisms).
+``naive``
+    ``value + noise`` in IEEE doubles, bit-for-bit the historical draws (e.g. Laplace is exactly
+    ``v + rng.laplace(0.0, scale, size=v.shape)``). Porous in Mironov's sense (CCS 2012): one
+    answer can be impossible under the neighbouring data set and so reveal a person's group,
+    whatever epsilon is. Kept only to study that attack.
+
 Output bounding (Remark 6), chosen with ``bounding=``:
 
 ``raw``
@@ -40,13 +61,17 @@ Output bounding (Remark 6), chosen with ``bounding=``:
     divides the density by ``P[answer in range]``, which itself varies by up to ``e^eps`` between
     neighbours, so the guarantee would be 2 eps; the noise is therefore calibrated to ``eps/2``,
     which keeps the release eps-DP. Only for the pure eps-DP mechanisms (laplace,
-    attribute_conceal): with delta > 0 the probability of the range has no such bound.
+    attribute_conceal): with delta > 0 the probability of the range has no such bound. With the
+    safe sampler only ``laplace`` truncates (exact rejection sampling of the discrete Laplace
+    conditioned on the range's grid points); ``attribute_conceal`` with ``truncate`` is refused
+    there (no exact conditioned Cauchy sampler) and exists only on the naive path.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Final, Literal
 
 import numpy as np
@@ -61,6 +86,16 @@ from biasleak.mechanisms._validation import (
     check_positive,
 )
 from biasleak.mechanisms.metrics import METRIC_RANGES
+from biasleak.mechanisms.samplers import (
+    SIGMA2_DENOMINATOR,
+    choose_grid,
+    discrete_gaussian,
+    discrete_gaussian_sigma,
+    discrete_laplace,
+    rounded_continuous,
+    safe_smooth_sensitivity,
+    truncated_discrete_laplace,
+)
 from biasleak.mechanisms.sensitivity import (
     SENSITIVITY_METRICS,
     attribute_conceal_beta,
@@ -72,6 +107,7 @@ from biasleak.mechanisms.sensitivity import (
 __all__ = [
     "BOUNDINGS",
     "MECHANISMS",
+    "SAMPLERS",
     "Release",
     "analytic_gaussian_sigma",
     "attribute_conceal",
@@ -83,6 +119,7 @@ __all__ = [
 
 Mechanism = Literal["exact", "laplace", "attribute_conceal", "smooth_laplace", "gaussian"]
 Bounding = Literal["raw", "clamp", "truncate"]
+Sampler = Literal["safe", "naive"]
 
 MECHANISMS: Final[tuple[str, ...]] = (
     "exact",
@@ -95,6 +132,10 @@ MECHANISMS: Final[tuple[str, ...]] = (
 
 BOUNDINGS: Final[tuple[str, ...]] = ("raw", "clamp", "truncate")
 """Output bounding modes (Remark 6)."""
+
+SAMPLERS: Final[tuple[str, ...]] = ("safe", "naive")
+"""How noise is drawn: ``safe`` (grid release, exact samplers; the default) or ``naive``
+(floating-point draws added to the exact value; porous, kept to demonstrate the attack)."""
 
 DATA_DEPENDENT: Final = frozenset({"attribute_conceal", "smooth_laplace"})
 """Mechanisms whose noise scale depends on the protected attribute (never publish it)."""
@@ -110,6 +151,15 @@ TRUNCATE_NEEDS_PURE: Final = (
     "bounding='truncate' needs a pure eps-DP mechanism ('laplace' or 'attribute_conceal'); "
     "{mechanism!r} has delta > 0, for which conditioning on the range has no privacy bound. "
     "Use bounding='clamp' (free post-processing) or 'raw'"
+)
+TRUNCATE_SAFE_CAUCHY: Final = (
+    "bounding='truncate' with sampler='safe' is exact only for 'laplace' (discrete Laplace "
+    "conditioned on the range); for {mechanism!r} no exact conditioned sampler is implemented. "
+    "Use bounding='clamp' (free post-processing), or sampler='naive' to study the float path"
+)
+GRID_TOO_FINE: Final = (
+    "the exact values are too large for the release grid ({gamma!r}): |value / grid| must stay "
+    "below 2^52; received values up to {largest!r}"
 )
 BOUNDS_INVALID: Final = (
     "bounds must be (low, high) with low < high, both finite; received {value!r}"
@@ -140,6 +190,11 @@ class Release:
     """True when ``noise_scale`` depends on the protected attribute."""
     bounding: str
     """How out-of-range outputs were handled (one of :data:`BOUNDINGS`)."""
+    sampler: str = "safe"
+    """How the noise was drawn (one of :data:`SAMPLERS`). Public."""
+    grid: float = 0.0
+    """Grid step of the safe sampler (a power of two; 0 for naive or exact releases). Public:
+    it is chosen from n, m, epsilon, delta and the metric only."""
 
 
 def _values(values: ArrayLike, m: int | None) -> NDArray[np.float64]:
@@ -209,6 +264,104 @@ def _add_noise(
     return np.asarray(out, dtype=np.float64)
 
 
+def _grid_ints(v: NDArray[np.float64], gamma: float) -> NDArray[np.int64]:
+    k = np.round(v / gamma)
+    largest = float(np.max(np.abs(k))) if k.size else 0.0
+    if largest >= 2.0**52:
+        raise ValueError(GRID_TOO_FINE.format(gamma=gamma, largest=float(np.max(np.abs(v)))))
+    return k.astype(np.int64)
+
+
+def _safe_laplace(
+    v: NDArray[np.float64],
+    *,
+    sensitivity: float,
+    float_error: float,
+    epsilon: float,
+    rng: np.random.Generator,
+    bounding: str,
+    low: float,
+    high: float,
+) -> tuple[NDArray[np.float64], float, float]:
+    """Grid release with discrete Laplace noise; returns (values, scale, grid)."""
+    m = v.size
+    # Fine against the per-answer sensitivity (rounding adds m grid units of sensitivity), but
+    # never finer than 2^-30 of the scale, so the scale in grid units stays far below 2^62 even
+    # for absurdly small epsilon (where the extra units are irrelevant next to the noise).
+    gamma = choose_grid(sensitivity / epsilon, max(sensitivity / m, sensitivity / epsilon * 2**-30))
+    # l1 sensitivity of the rounded answers in grid units (see samplers): Delta/gamma + m, plus
+    # the float error of the exact values; the relative 1e-12 covers the float evaluation.
+    k_float = ((sensitivity + float_error) / gamma + m) * (1.0 + 1e-12)
+    k_units = math.ceil(k_float)
+    t = math.ceil(Fraction(k_units) / Fraction(epsilon))  # scale t/1 >= K/eps, rounded up
+    if t >= 2**62:
+        raise ValueError(
+            f"discrete Laplace scale {t} grid units is beyond 2^62; epsilon = {epsilon!r} is too "
+            "small for an exact release"
+        )
+    k = _grid_ints(v, gamma)
+    if bounding == "truncate":
+        lo_k, hi_k = math.ceil(low / gamma), math.floor(high / gamma)
+        out_k = truncated_discrete_laplace(k, lo_k, hi_k, t, 1, rng)
+    else:
+        out_k = k + discrete_laplace(t, 1, k.shape, rng)
+    out = out_k.astype(np.float64) * gamma
+    if bounding == "clamp":
+        out = np.clip(out, low, high)
+    return out, t * gamma, gamma
+
+
+def _safe_gaussian(
+    v: NDArray[np.float64],
+    *,
+    l2_sensitivity: float,
+    float_error: float,
+    epsilon: float,
+    delta: float,
+    rng: np.random.Generator,
+    bounding: str,
+    low: float,
+    high: float,
+) -> tuple[NDArray[np.float64], float, float]:
+    """Grid release with discrete Gaussian noise; returns (values, sigma, grid)."""
+    m = v.size
+    root_m = math.sqrt(m)
+    public_sigma = analytic_gaussian_sigma(
+        l2_sensitivity=l2_sensitivity, epsilon=epsilon, delta=delta
+    )
+    gamma = choose_grid(public_sigma, max(l2_sensitivity / root_m, public_sigma * 2**-30))
+    # l2 sensitivity of the rounded answers in grid units: Delta_2/gamma + sqrt(m) (Minkowski).
+    k2 = ((l2_sensitivity + float_error) / gamma + root_m) * (1.0 + 1e-12)
+    sigma_units = discrete_gaussian_sigma(k2, epsilon, delta)
+    sigma2 = Fraction(
+        math.ceil(Fraction(sigma_units) ** 2 * SIGMA2_DENOMINATOR), SIGMA2_DENOMINATOR
+    )
+    k = _grid_ints(v, gamma)
+    out = (k + discrete_gaussian(sigma2, k.shape, rng)).astype(np.float64) * gamma
+    if bounding == "clamp":
+        out = np.clip(out, low, high)
+    return out, math.sqrt(sigma2) * gamma, gamma
+
+
+def _safe_continuous(
+    v: NDArray[np.float64],
+    *,
+    scale: float,
+    public_scale: float,
+    family: Literal["laplace", "cauchy"],
+    rng: np.random.Generator,
+    bounding: str,
+    low: float,
+    high: float,
+) -> tuple[NDArray[np.float64], float]:
+    """Exactly rounded continuous noise; ``public_scale`` <= scale sets the grid."""
+    gamma = choose_grid(public_scale)
+    out = rounded_continuous(v, scale, family, gamma, rng)
+    if bounding == "clamp":
+        out = np.clip(out, low, high)
+    return out, gamma
+
+
 def analytic_gaussian_sigma(*, l2_sensitivity: float, epsilon: float, delta: float) -> float:
     r"""Smallest sigma for which Gaussian noise is (eps, delta)-DP (Balle and Wang 2018, Thm 8).
 
@@ -252,6 +405,7 @@ def release(
     rng: np.random.Generator,
     bounding: Bounding | str = "raw",
     bounds: tuple[float, float] | None = None,
+    sampler: Sampler | str = "safe",
 ) -> Release:
     """Release m exact fairness answers through a named mechanism.
 
@@ -275,8 +429,13 @@ def release(
     bounding : {"raw", "clamp", "truncate"}
     bounds : (low, high), optional
         Output range; defaults to the metric's range.
+    sampler : {"safe", "naive"}
+        ``safe`` (default): grid release with exactly sampled noise (module docstring and
+        :mod:`~biasleak.mechanisms.samplers`). ``naive``: floating-point noise added to the exact
+        value, bit-for-bit the historical draws; porous, for studying the attack only.
     """
     mech = check_choice(mechanism, MECHANISMS, name="mechanism")
+    sampler_ = check_choice(sampler, SAMPLERS, name="sampler")
     metric_ = check_choice(metric, SENSITIVITY_METRICS, name="metric")
     bound_mode = check_choice(bounding, BOUNDINGS, name="bounding")
     if not isinstance(rng, np.random.Generator):
@@ -308,29 +467,103 @@ def release(
     if mech == "exact" or math.isinf(eps):
         out = np.clip(v, low, high) if bound_mode != "raw" else v.copy()
         return Release(
-            out.reshape(shape), mech, math.inf, 0.0, 0.0, 0.0, data_dependent, bound_mode
+            out.reshape(shape),
+            mech,
+            math.inf,
+            0.0,
+            0.0,
+            0.0,
+            data_dependent,
+            bound_mode,
+            sampler_,
+            0.0,
         )
+    safe = sampler_ == "safe"
+    if safe and bound_mode == "truncate" and mech == "attribute_conceal":
+        raise ValueError(TRUNCATE_SAFE_CAUCHY.format(mechanism=mech))
 
     # Truncation spends the budget twice (see the module docstring): calibrate to eps / 2.
     eps_cal = eps / 2.0 if bound_mode == "truncate" else eps
     n = n1_ + n0_
-    if mech == "laplace":
-        sens = global_sensitivity(metric_, n=n, m=m_)
-        scale, family = sens / eps_cal, "laplace"
-    elif mech == "attribute_conceal":
-        beta = attribute_conceal_beta(eps_cal, m_)
-        sens = smooth_sensitivity(metric_, n1=n1_, n0=n0_, m=m_, beta=beta)
-        scale, family = 6.0 * sens / eps_cal, "cauchy"
-    elif mech == "smooth_laplace":
-        beta = smooth_laplace_beta(eps_cal, dlt, m_)
-        sens = smooth_sensitivity(metric_, n1=n1_, n0=n0_, m=m_, beta=beta)
-        scale, family = 2.0 * sens / eps_cal, "laplace"
-    else:  # gaussian
-        sens = global_sensitivity(metric_, n=n, m=m_, norm="l2")
-        scale = analytic_gaussian_sigma(l2_sensitivity=sens, epsilon=eps_cal, delta=dlt)
-        family = "normal"
-    out = _add_noise(v, scale, family, rng, bound_mode, low, high)  # type: ignore[arg-type]
-    return Release(out.reshape(shape), mech, eps, dlt, scale, sens, data_dependent, bound_mode)
+    # Largest change the float error of the computed metric can add between neighbours (l1).
+    float_error = 4.0 * m_ * n * 2.0**-53
+    grid = 0.0
+    if mech in ("laplace", "gaussian"):
+        if mech == "laplace":
+            sens = global_sensitivity(metric_, n=n, m=m_)
+            if safe:
+                out, scale, grid = _safe_laplace(
+                    v,
+                    sensitivity=sens,
+                    float_error=float_error,
+                    epsilon=eps_cal,
+                    rng=rng,
+                    bounding=bound_mode,
+                    low=low,
+                    high=high,
+                )
+            else:
+                scale = sens / eps_cal
+                out = _add_noise(v, scale, "laplace", rng, bound_mode, low, high)
+        else:
+            sens = global_sensitivity(metric_, n=n, m=m_, norm="l2")
+            if safe:
+                out, scale, grid = _safe_gaussian(
+                    v,
+                    l2_sensitivity=sens,
+                    float_error=float_error / math.sqrt(m_),
+                    epsilon=eps_cal,
+                    delta=dlt,
+                    rng=rng,
+                    bounding=bound_mode,
+                    low=low,
+                    high=high,
+                )
+            else:
+                scale = analytic_gaussian_sigma(l2_sensitivity=sens, epsilon=eps_cal, delta=dlt)
+                out = _add_noise(v, scale, "normal", rng, bound_mode, low, high)
+    else:
+        if mech == "attribute_conceal":
+            beta = attribute_conceal_beta(eps_cal, m_)
+            factor, family = 6.0, "cauchy"
+        else:
+            beta = smooth_laplace_beta(eps_cal, dlt, m_)
+            factor, family = 2.0, "laplace"
+
+        def smooth_at(b: float) -> float:
+            return smooth_sensitivity(metric_, n1=n1_, n0=n0_, m=m_, beta=b)
+
+        if safe:
+            sens = safe_smooth_sensitivity(smooth_at, beta=beta, n=n, m=m_)
+            scale = factor * sens / eps_cal
+            # S_beta >= LS >= m / (n + 1) for every metric and group split: a public bound.
+            public_scale = factor * (m_ / (n + 1.0)) / eps_cal
+            out, grid = _safe_continuous(
+                v,
+                scale=scale,
+                public_scale=public_scale,
+                family=family,  # type: ignore[arg-type]
+                rng=rng,
+                bounding=bound_mode,
+                low=low,
+                high=high,
+            )
+        else:
+            sens = smooth_at(beta)
+            scale = factor * sens / eps_cal
+            out = _add_noise(v, scale, family, rng, bound_mode, low, high)  # type: ignore[arg-type]
+    return Release(
+        out.reshape(shape),
+        mech,
+        eps,
+        dlt,
+        scale,
+        sens,
+        data_dependent,
+        bound_mode,
+        sampler_,
+        grid,
+    )
 
 
 def laplace(
@@ -341,16 +574,21 @@ def laplace(
     rng: np.random.Generator,
     bounding: Bounding | str = "raw",
     bounds: tuple[float, float] = (-1.0, 1.0),
+    sampler: Sampler | str = "safe",
 ) -> NDArray[np.float64]:
     """Laplace mechanism: ``values + Lap(sensitivity / epsilon)`` per value (eps-DP).
 
     ``sensitivity`` is the l1 sensitivity of the whole vector of values, e.g.
     ``global_sensitivity("sp", n=n, m=len(values))``. Returns an array of the shape of
-    ``values``. ``epsilon = inf`` returns the values unchanged.
+    ``values``. ``epsilon = inf`` returns the values unchanged. With ``sampler="safe"`` the
+    values are rounded to a grid and discrete Laplace noise is added (see
+    :mod:`~biasleak.mechanisms.samplers`); the values are taken as exact, so ``sensitivity`` must
+    cover any float error they carry (:func:`release` adds that slack itself).
     """
     sens = check_positive(sensitivity, name="sensitivity")
     eps = check_epsilon(epsilon)
     bound_mode = check_choice(bounding, BOUNDINGS, name="bounding")
+    sampler_ = check_choice(sampler, SAMPLERS, name="sampler")
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
             f"rng must be a numpy.random.Generator (seeded); received {type(rng).__name__}"
@@ -361,7 +599,19 @@ def laplace(
         out = np.clip(v, low, high) if bound_mode != "raw" else v.copy()
     else:
         eps_cal = eps / 2.0 if bound_mode == "truncate" else eps
-        out = _add_noise(v, sens / eps_cal, "laplace", rng, bound_mode, low, high)
+        if sampler_ == "safe":
+            out, _, _ = _safe_laplace(
+                v,
+                sensitivity=sens,
+                float_error=0.0,
+                epsilon=eps_cal,
+                rng=rng,
+                bounding=bound_mode,
+                low=low,
+                high=high,
+            )
+        else:
+            out = _add_noise(v, sens / eps_cal, "laplace", rng, bound_mode, low, high)
     return out.reshape(np.shape(values))
 
 
@@ -375,6 +625,7 @@ def attribute_conceal(
     rng: np.random.Generator,
     metric: str = "sp",
     bounding: Bounding | str = "raw",
+    sampler: Sampler | str = "safe",
 ) -> NDArray[np.float64]:
     """Attribute-Conceal (Algorithm 3): smooth sensitivity with Cauchy noise, eps-DP.
 
@@ -391,6 +642,7 @@ def attribute_conceal(
         epsilon=epsilon,
         rng=rng,
         bounding=bounding,
+        sampler=sampler,
     )
     return rel.values
 
@@ -406,6 +658,7 @@ def smooth_laplace(
     rng: np.random.Generator,
     metric: str = "sp",
     bounding: Bounding | str = "raw",
+    sampler: Sampler | str = "safe",
 ) -> NDArray[np.float64]:
     """Smooth sensitivity with Laplace noise of scale ``2 S_beta / eps`` ((eps, delta)-DP)."""
     rel = release(
@@ -419,6 +672,7 @@ def smooth_laplace(
         delta=delta,
         rng=rng,
         bounding=bounding,
+        sampler=sampler,
     )
     return rel.values
 
@@ -432,10 +686,17 @@ def gaussian(
     rng: np.random.Generator,
     bounding: Literal["raw", "clamp"] | str = "raw",
     bounds: tuple[float, float] = (-1.0, 1.0),
+    sampler: Sampler | str = "safe",
 ) -> NDArray[np.float64]:
-    """Analytic Gaussian mechanism with the given l2 sensitivity ((eps, delta)-DP)."""
+    """Gaussian mechanism with the given l2 sensitivity ((eps, delta)-DP).
+
+    ``sampler="naive"``: the analytic Gaussian (Balle and Wang 2018) in floats. ``"safe"``: grid
+    release with discrete Gaussian noise calibrated through zCDP (CKS 2020, Theorem 14 and
+    Corollary 13); the values are taken as exact.
+    """
     eps = check_epsilon(epsilon)
     bound_mode = check_choice(bounding, BOUNDINGS, name="bounding")
+    sampler_ = check_choice(sampler, SAMPLERS, name="sampler")
     if bound_mode == "truncate":
         raise ValueError(TRUNCATE_NEEDS_PURE.format(mechanism="gaussian"))
     if not isinstance(rng, np.random.Generator):
@@ -449,6 +710,19 @@ def gaussian(
     if math.isinf(eps):
         out = np.clip(v, low, high) if bound_mode != "raw" else v.copy()
     else:
-        sigma = analytic_gaussian_sigma(l2_sensitivity=l2_sensitivity, epsilon=eps, delta=delta)
-        out = _add_noise(v, sigma, "normal", rng, bound_mode, low, high)
+        if sampler_ == "safe":
+            out, _, _ = _safe_gaussian(
+                v,
+                l2_sensitivity=float(l2_sensitivity),
+                float_error=0.0,
+                epsilon=eps,
+                delta=float(delta),
+                rng=rng,
+                bounding=bound_mode,
+                low=low,
+                high=high,
+            )
+        else:
+            sigma = analytic_gaussian_sigma(l2_sensitivity=l2_sensitivity, epsilon=eps, delta=delta)
+            out = _add_noise(v, sigma, "normal", rng, bound_mode, low, high)
     return out.reshape(np.shape(values))

@@ -306,11 +306,36 @@ def smooth_laplace_beta(epsilon: float, delta: float, m: int) -> float:
 
     The m-dimensional Laplace density is (alpha, beta)-admissible with ``alpha = eps/2`` when
     (i) ``m beta <= eps/2`` and (ii) ``(e^beta - 1) rho <= eps/2``, where ``rho`` is the
-    ``1 - delta/2`` quantile of ``||Z||_1 ~ Gamma(m, 1)``. (Dilation by ``e^lambda`` changes the
-    density by ``exp((e^lambda - 1)||z||_1 - m lambda)``; outside ``||z||_1 <= rho`` we spend
-    delta/2.) We return the largest beta meeting both:
+    ``1 - delta/2`` quantile of ``||Z||_1 ~ Gamma(m, 1)``. We return the largest beta meeting
+    both:
 
     .. math:: \beta = \min\big(\ln(1 + \varepsilon / (2\rho)),\ \varepsilon / (2m)\big).
+
+    The complete argument. The release is ``M(S) = f(S) + (S_beta(S) / alpha) Z`` with Z of
+    density ``p(z) ∝ exp(-||z||_1)``. Let S, S' be neighbours, ``d = f(S') - f(S)`` and
+    ``S_beta(S') = e^lambda S_beta(S)``; then ``||d||_1 <= LS(S') <= S_beta(S')`` and
+    ``|lambda| <= beta`` (beta-smoothness).
+
+    1. Dilation (delta/2). Write ``e^lambda Z`` for the dilated noise. Its density at z is
+       ``e^{-m lambda} p(e^{-lambda} z)``, so the log ratio ``ln p(z) - ln(density of e^lambda Z
+       at z) = m lambda + (e^{-lambda} - 1)||z||_1``. For ``lambda >= 0`` it is at most
+       ``m beta <= eps/2`` by (i); for ``lambda < 0`` it is at most ``(e^beta - 1)||z||_1``,
+       which is ``<= eps/2`` by (ii) on ``G = {||z||_1 <= rho}``, and ``P[Z not in G] = delta/2``.
+       Hence for every set A: ``P[Z in A] <= e^{eps/2} P[e^lambda Z in A] + delta/2``.
+    2. Sliding (pure). For ``||d'||_1 <= alpha`` the Laplace density ratio
+       ``p(z) / p(z - d') <= e^{||d'||_1} <= e^{eps/2}``, so
+       ``P[Z in A] <= e^{eps/2} P[Z + d' in A]`` with no delta.
+
+    Chaining, for an output set U, apply dilation FIRST with ``A = alpha (U - f(S)) / S_beta(S)``:
+    ``P[M(S) in U] <= e^{eps/2} P[f(S) + (S_beta(S') / alpha) Z in U] + delta/2``; then slide by
+    ``d`` measured in units of the new scale (``||d||_1 alpha / S_beta(S') <= alpha``):
+    ``P[f(S) + (S_beta(S')/alpha) Z in U] <= e^{eps/2} P[M(S') in U]``. Together
+    ``P[M(S) in U] <= e^{eps} P[M(S') in U] + delta/2``: (eps, delta)-DP with delta/2 to spare.
+    The order matters: sliding first and dilating second gives
+    ``e^{eps/2} (e^{eps/2} P[M(S') in U] + delta/2)``, whose additive term ``e^{eps/2} delta/2``
+    exceeds delta once ``eps > 2 ln 2``; the dilation-first chain above has no such condition,
+    so the calibration holds for every eps > 0 (Nissim, Raskhodnikova and Smith 2007, Lemma 2.5,
+    where the delta of dilation enters once and unscaled).
 
     The paper's Theorem 7 (after Nissim et al., Lemma 2.9) uses the simpler
     ``beta = eps / (4 (m + ln(2/delta)))``, stated for eps < 1; ours is valid for every eps > 0
