@@ -22,7 +22,7 @@ import numpy as np
 import simpy
 
 from biasleak.agents.messages import Answer, Envelope, Mailbox, Notice, Query, Refusal
-from biasleak.agents.strategies import Estimate, Stop, Strategy, Submit, Wait
+from biasleak.agents.strategies import AnswerInfo, Estimate, Stop, Strategy, Submit, Wait
 
 __all__ = ["Developer", "model_digest"]
 
@@ -130,7 +130,16 @@ class Developer:
                 yield env.timeout(action.prepare_hours)
             reply = yield from self._exchange(action)
             if isinstance(reply, Answer):
-                ok, _ = self._call("on_answer", self.strategy.on_answer, reply.values, env.now)
+                info = AnswerInfo(
+                    reply.mechanism,
+                    reply.epsilon_charged,
+                    reply.delta_charged,
+                    reply.sampler,
+                    tuple(reply.cached),
+                )
+                ok, _ = self._call(
+                    "on_answer", self.strategy.receive_answer, reply.values, info, env.now
+                )
                 if not ok:
                     return
                 self._report_estimate()

@@ -3,8 +3,10 @@
 The paper's attacks (section 3): ``single_query`` and ``differencing`` (Examples 1 and 2, targeted),
 ``full_rank`` (Theorem 3, Algorithm 1), ``compressed_sensing`` (Theorem 5, Algorithm 2),
 ``abs_sp_partition`` (Theorem 7), ``eo_reveal`` and ``equalized_odds_reveal`` (Remark 5).
-Adaptive adversaries: ``noise_probe``, ``averaging``, ``evasive``, ``sequential_cs``,
-``metric_switching``, ``sybil``, ``budget_aware`` and ``proxy_prior``
+The floating-point attack ``fp_probe`` (:mod:`~biasleak.agents.strategies.fp_probe`) reads
+one-person answers bit for bit against a naive noise sampler. Adaptive adversaries:
+``noise_probe``, ``averaging``, ``evasive``, ``sequential_cs``, ``metric_switching``, ``sybil``,
+``budget_aware`` and ``proxy_prior``
 (:mod:`~biasleak.agents.strategies.adaptive`, :mod:`~biasleak.agents.strategies.sybil`).
 
 Each strategy kind has a configuration model (a pydantic model tagged by ``kind``) and a class;
@@ -34,6 +36,7 @@ from biasleak.agents.strategies.adaptive import (
 )
 from biasleak.agents.strategies.base import (
     Action,
+    AnswerInfo,
     DeveloperContext,
     Estimate,
     Stop,
@@ -48,6 +51,7 @@ from biasleak.agents.strategies.compressed_sensing import (
     EoRevealConfig,
     EqualizedOddsRevealConfig,
 )
+from biasleak.agents.strategies.fp_probe import FpProbe, FpProbeConfig
 from biasleak.agents.strategies.full_rank import FullRank, FullRankConfig
 from biasleak.agents.strategies.honest import HonestSelection, HonestSelectionConfig
 from biasleak.agents.strategies.partition import AbsSpPartition, AbsSpPartitionConfig
@@ -63,8 +67,11 @@ __all__ = [
     "PROXY_KINDS",
     "STRATEGIES",
     "Action",
+    "AnswerInfo",
     "DeveloperContext",
     "Estimate",
+    "FpProbe",
+    "FpProbeConfig",
     "Stop",
     "Strategy",
     "StrategyConfig",
@@ -91,6 +98,7 @@ STRATEGIES: dict[str, tuple[type[StrategyConfig], type[Strategy]]] = {
     "sybil": (SybilConfig, SybilShard),
     "budget_aware": (BudgetAwareConfig, BudgetAware),
     "proxy_prior": (ProxyPriorConfig, ProxyPrior),
+    "fp_probe": (FpProbeConfig, FpProbe),
 }
 """Strategy kind -> (configuration model, strategy class)."""
 

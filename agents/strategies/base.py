@@ -72,6 +72,31 @@ class Stop:
 Action = Submit | Wait | Stop
 
 
+@dataclass(frozen=True)
+class AnswerInfo:
+    """The public facts of one answer besides its values: what a developer may know of the noise.
+
+    The mechanism, the privacy parameters charged and the sampler are public policy; the noise
+    scale of a data-dependent mechanism is not (it depends on the group sizes).
+    """
+
+    mechanism: str
+    """Release mechanism (``exact`` for exact answers)."""
+    epsilon_charged: float
+    """Epsilon charged for the whole answer (``inf`` for exact, 0 when fully cached)."""
+    delta_charged: float = 0.0
+    """Delta charged for the whole answer."""
+    sampler: str = "safe"
+    """How the noise was drawn (``safe``, ``naive``, or ``exact``)."""
+    cached: tuple[bool, ...] = ()
+    """Per model, whether its value came from the cache (charged nothing, drawn earlier)."""
+
+    @property
+    def new_models(self) -> int:
+        """Models released fresh in this answer (the noise was calibrated to this many)."""
+        return sum(1 for c in self.cached if not c)
+
+
 @dataclass(frozen=True, eq=False)
 class Estimate:
     """A strategy's current guess of every audit-set person's protected attribute."""
@@ -84,6 +109,10 @@ class Estimate:
     """How many answered models the guess rests on."""
     method: str = ""
     """Decoder that produced it."""
+    probability: NDArray[np.float64] | None = field(default=None, repr=False)
+    """(n,) the attacker's own probability that its guess for each person is right (a posterior,
+    from decoders that model the noise), or None when the method gives none. Evaluations report
+    its calibration: of the people given >= 0.9, the share guessed right."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,6 +150,8 @@ class Strategy(ABC):
         """Incremented at every new estimate, so the process knows when to report it."""
         self.last_retry_after: float | None = None
         """The ``retry_after`` of the latest refusal (set by the developer process)."""
+        self.answer_infos: list[AnswerInfo] = []
+        """Public facts of every answer received, in order (see :meth:`receive_answer`)."""
 
     @abstractmethod
     def next_action(self, now: float) -> Action:
@@ -129,6 +160,14 @@ class Strategy(ABC):
     @abstractmethod
     def on_answer(self, values: NDArray[np.float64], now: float) -> None:
         """The last submitted query was answered with ``values`` (one per model)."""
+
+    def receive_answer(self, values: NDArray[np.float64], info: AnswerInfo, now: float) -> None:
+        """Entry point of the developer process: record ``info``, then call :meth:`on_answer`.
+
+        Strategies that model the noise read ``self.answer_infos[-1]`` inside ``on_answer``.
+        """
+        self.answer_infos.append(info)
+        self.on_answer(values, now)
 
     def on_refusal(self, reason: str, detail: str, now: float) -> None:  # noqa: B027
         """The last submitted query was refused (default: accept it and move on)."""
