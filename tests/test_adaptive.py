@@ -48,7 +48,7 @@ from biasleak.agents.strategies.adaptive import (
     SequentialCS,
     SequentialCSConfig,
 )
-from biasleak.agents.strategies.decoders import decode_statistical_parity
+from biasleak.agents.strategies.decoders import NoiseModel, decode_statistical_parity
 from biasleak.agents.strategies.sybil import SybilConfig, SybilShard, sybil_shards
 from biasleak.mechanisms import metrics
 from biasleak.sim import datasets
@@ -371,10 +371,17 @@ def test_averaging_decodes_the_median_of_the_repeats() -> None:
     expected = [np.median(given[strategy.send == k]) for k in range(60)]
     assert np.allclose(medians[:, 0], expected, rtol=0.0, atol=1e-15)
     assert sigma is not None and sigma > 0.0
+    # the medians still carry noise of the estimated spread: auto decodes them with amp
     again = decode_statistical_parity(
-        strategy.models[index], medians[:, 0], n1=N - N0, n0=N0, method="lasso", sigma=sigma
+        strategy.models[index],
+        medians[:, 0],
+        n1=N - N0,
+        n0=N0,
+        noise=NoiseModel("gaussian", sigma),
     )
-    assert strategy.estimate is not None and strategy.estimate.method == "lasso"
+    assert again.method == "amp"
+    assert strategy.estimate is not None and strategy.estimate.method == "amp"
+    assert strategy.estimate.probability is not None
     assert strategy.estimate.models_used == 60
     assert np.array_equal(strategy.estimate.attribute, again.attribute)
 

@@ -6,7 +6,9 @@
 ``averaging``
     Compressed sensing where every model (the group-size probe included) is asked ``repeats``
     times and the answers are combined by their median (robust even to Cauchy noise, which has no
-    mean), decoded with the noise-aware LASSO. Against fresh noise without a cumulative budget,
+    mean), decoded with the noise the medians still carry (``amp`` with a Gaussian channel of the
+    spread the repeats show); a repeated probe too noisy to trust gives way to group sizes fitted
+    from all answers. Against fresh noise without a cumulative budget,
     per-query noise alone does not stop reconstruction. With ``jitter: auto`` it first re-asks
     one model: when the answers are equal (a cache), every repeat is nudged by
     ``Uniform(-1e-3, 1e-3)`` so that it is a new model.
@@ -63,8 +65,9 @@ from biasleak.agents.strategies.compressed_sensing import (
     EoRevealConfig,
     EqualizedOddsRevealConfig,
     _SensingConfig,
+    forward_answer,
 )
-from biasleak.agents.strategies.decoders import METHODS, lp_decoding
+from biasleak.agents.strategies.decoders import EXACT, METHODS, NoiseModel, amp, lp_decoding
 from biasleak.agents.strategies.partition import AbsSpPartition, AbsSpPartitionConfig
 from biasleak.agents.strategies.targeted import flipped
 
@@ -197,15 +200,47 @@ class AveragingConfig(_SensingConfig):
     repeats: int = Field(10, ge=1, description="times each model is asked")
     batch: int = Field(500, ge=1, description="rows per query message")
     jitter: Literal["auto", "always", "never"] = "auto"
-    decoder: Literal["lasso", "auto", "basis_pursuit", "box", "lp_decoding"] = "lasso"
+    decoder: Literal["auto", "amp", "lasso", "basis_pursuit", "box", "lp_decoding"] = Field(
+        "auto", description="decoder of the medians (auto: amp when they are noisy, else OMP)"
+    )
 
 
 JITTER = 1e-3
 NOISE_CHECKS = 16
 
 
+def median_spread(values: NDArray[np.float64], groups: NDArray[np.intp]) -> float:
+    r"""Standard deviation of the median of one group's repeated answers, from all groups.
+
+    For Laplace noise of scale b, the mean absolute deviation from the median estimates b (its
+    maximum-likelihood estimate), and the median of r answers has standard deviation about
+    ``b / sqrt(r)`` (its density at the median is ``1/(2b)``; Laplace 1774). Heavier-tailed
+    noise is estimated no worse: the median and the mean absolute deviation from it exist for
+    every law with a density at its centre. Returns 0 for repeatable answers.
+    """
+    total, count, repeats = 0.0, 0, []
+    for k in np.unique(groups):
+        chunk = values[groups == k]
+        total += float(np.abs(chunk - np.median(chunk)).sum())
+        count += chunk.size
+        repeats.append(chunk.size)
+    if count == 0:
+        return 0.0
+    r = float(np.median(repeats))
+    # the deviations from a sample median are smaller than from the centre by a factor (r-1)/r
+    b = total / count * (r / max(r - 1.0, 1.0))
+    return b / math.sqrt(r)
+
+
 class Averaging(CompressedSensing):
-    """Compressed sensing with repeated queries combined by their median."""
+    """Compressed sensing with repeated queries combined by their median.
+
+    The medians are decoded with the noise they still carry: Gaussian of the standard deviation
+    :func:`median_spread` estimates from the repeats (the median of r Laplace or Cauchy answers
+    is close to normal), by ``amp`` under ``decoder: auto``. The repeated probe's median is
+    trusted only when that spread makes it unambiguous; otherwise the group sizes come from the
+    spread of the medians (:func:`.compressed_sensing.moment_group_size`).
+    """
 
     kind = "averaging"
 
@@ -239,11 +274,22 @@ class Averaging(CompressedSensing):
         return super().next_action(now)
 
     def on_answer(self, values: NDArray[np.float64], now: float) -> None:
-        if self._pending == "probe":  # the median of the repeated probe
+        if self._pending == "probe":  # the median of the repeated probe, with its spread
+            info = self._take_info()
             vals = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
-            super().on_answer(np.median(vals, axis=0)[None, :], now)
+            groups = np.zeros(vals.shape[0], dtype=np.intp)
+            noises = []
+            for col in range(vals.shape[1]):
+                spread = median_spread(vals[:, col], groups) if vals.shape[0] > 1 else 0.0
+                if spread > 0:
+                    noises.append(NoiseModel("gaussian", spread))
+                else:  # one answer, or one value repeated (a cache): judge it as one answer
+                    noises.append(self._class_noise(info, col))
+            self._learn_sizes(np.median(vals, axis=0), noises)
+            self._pending = None
             return
         if self._pending == "check":
+            self._take_info()
             self._check.append(float(np.asarray(values).reshape(-1)[0]))
             self._pending = None
             if len(self._check) == 2:
@@ -271,13 +317,16 @@ class Averaging(CompressedSensing):
         values = np.concatenate([self.answers[i] for i in done])
         models = np.unique(rows)
         medians = np.stack([np.median(values[rows == k], axis=0) for k in models])
-        deviations = np.concatenate(
-            [np.abs(values[rows == k] - medians[j]) for j, k in enumerate(models)]
-        )
-        repeats = max(values.shape[0] / max(models.size, 1), 1.0)
-        # MAD-based spread of one answer, then that of a median of `repeats` answers
-        sigma = 1.4826 * float(np.median(deviations)) * 1.2533 / math.sqrt(repeats)
+        sigma = median_spread(values[:, 0], rows)
         return models, medians, sigma
+
+    def _measured_noise(self, col: int, done: list[int], sigma: float | None) -> NoiseModel:
+        if col == 0 or sigma is None:
+            return super()._measured_noise(col, done, sigma)
+        index = np.concatenate([self.send[slice(*self.batches[i])] for i in done])
+        values = np.concatenate([self.answers[i] for i in done])
+        spread = median_spread(values[:, col], index)
+        return NoiseModel("gaussian", spread) if spread > 0 else EXACT
 
     def report(self) -> dict[str, Any]:
         out = super().report()
@@ -412,6 +461,7 @@ class MetricSwitching(Strategy):
         self._index = -1
         self._answered_any = False
         self.current: Strategy | None = None
+        self._infos_seen = 0
         self._advance()
 
     def _advance(self) -> bool:
@@ -460,7 +510,7 @@ class MetricSwitching(Strategy):
     def on_answer(self, values: NDArray[np.float64], now: float) -> None:
         assert self.current is not None
         self._answered_any = True
-        self.current.on_answer(values, now)
+        self._infos_seen = forward_answer(self, self.current, values, now, self._infos_seen)
         self._sync()
 
     def on_refusal(self, reason: str, detail: str, now: float) -> None:
@@ -523,6 +573,7 @@ class BudgetAware(Strategy):
         self.pairs = max(affordable // 2, 0)
         self.differences: list[float] = []
         self._asked = 0
+        self._infos_seen = 0
         self._jitter = np.random.default_rng(context.rng.integers(2**63))
 
     def next_action(self, now: float) -> Action:
@@ -541,7 +592,7 @@ class BudgetAware(Strategy):
 
     def on_answer(self, values: NDArray[np.float64], now: float) -> None:
         if self.inner is not None:
-            self.inner.on_answer(values, now)
+            self._infos_seen = forward_answer(self, self.inner, values, now, self._infos_seen)
             if self.inner.estimate is not None and self.inner.estimate is not self.estimate:
                 self._set_estimate(self.inner.estimate)
             return
@@ -669,6 +720,22 @@ class ProxyPrior(CompressedSensing):
         eta = H.sum(axis=1) / n1 - sp if small == 0 else sp + H.sum(axis=1) / n0
         # the likelier someone is in the small group, the cheaper it is to switch them on
         belief = self.p if small == 0 else 1.0 - self.p
+        noise = self._measured_noise(0, sorted(self.answers), None)
+        if noise.noisy:
+            # Noisy answers: the posterior of the noise-aware decoder with the proxy as each
+            # person's prior; with answers that say nothing it stays the proxy's own belief.
+            k = n0 if small == 0 else n1
+            prior = np.clip(1.0 - belief, 1e-6, 1 - 1e-6)  # P(small group) from the proxy
+            post = amp(H, eta, k=k, c=c, noise=noise, prior=prior)
+            in_small = post > k / self.context.n  # the Bayes rule for balanced accuracy
+            attribute = (in_small if small == 1 else ~in_small).astype(np.int8)
+            right = np.where(in_small, post, 1.0 - post)
+            confidence = np.abs(post - k / self.context.n) / max(k / self.context.n, 1e-12)
+            self._set_estimate(
+                Estimate(attribute, confidence, int(index.size), "amp_proxy_prior", right)
+            )
+            self._after_decode(["amp"])
+            return
         w = 1.0 + self.config.proxy_weight * (2.0 * belief - 1.0)
         res = optimize.linprog(w, A_eq=H, b_eq=eta, bounds=(0, c), method="highs")
         if res.status == 0:

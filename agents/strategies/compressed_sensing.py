@@ -21,19 +21,31 @@ separately, so it reaches everyone. Its probe accepts one person of each label c
 developer knows the labels (they are public), so it knows whom its queries can reach; ``report``
 says how many.
 
+Under noise the attack uses what it knows of it. Every answer comes with its public facts
+(:class:`~biasleak.agents.strategies.base.AnswerInfo`: mechanism, epsilon charged, models served
+from the cache), from which :func:`noise_of_answer` builds the decoder's
+:class:`~biasleak.agents.strategies.decoders.NoiseModel` - the Laplace and Gaussian scales are
+public, the data-dependent ones are estimated from the answers - and ``decoder: auto`` then
+decodes with ``amp``. The probe is read under the same noise: an answer whose sign or size the
+noise could have produced by chance is not trusted (the prior's sizes, refitted from all answers
+once there are more models than people), so a misread probe never swaps the groups.
+
 Refused batches are dropped. The strategy stops after its last batch is resolved.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import math
+from typing import Any, Final, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
+from scipy import special
 
 from biasleak.agents.strategies.base import (
     Action,
+    AnswerInfo,
     DeveloperContext,
     Estimate,
     Stop,
@@ -41,14 +53,99 @@ from biasleak.agents.strategies.base import (
     StrategyConfig,
     Submit,
 )
-from biasleak.agents.strategies.decoders import METHODS, decode_statistical_parity
+from biasleak.agents.strategies.decoders import (
+    EXACT,
+    METHODS,
+    NoiseModel,
+    decode_statistical_parity,
+    least_squares_group_size,
+)
+from biasleak.mechanisms.release import analytic_gaussian_sigma
+from biasleak.mechanisms.sensitivity import global_sensitivity
 
 __all__ = [
     "CompressedSensing",
     "CompressedSensingConfig",
     "EoRevealConfig",
     "EqualizedOddsRevealConfig",
+    "combine_noise",
+    "forward_answer",
+    "noise_of_answer",
 ]
+
+
+PROBE_FALSE_SIGN: Final = 1e-3
+"""Largest chance, under the noise, that a trusted probe answer has the wrong sign."""
+PROBE_SIZE_ERROR: Final = 0.25
+"""Largest relative error of a trusted probe's group size (at that same chance)."""
+
+
+def noise_of_answer(info: AnswerInfo | None, *, metric: str, n: int) -> NoiseModel:
+    """The noise on each value of one answer, from its public facts.
+
+    Exact answers carry none. The Laplace and Gaussian mechanisms are calibrated to the global
+    sensitivity of the ``m_new`` models released fresh (cached ones were charged nothing), so
+    their per-value scale is public: ``global_sensitivity(metric, n, m_new) / eps`` (l1), and
+    the analytic Gaussian sigma for the l2 sensitivity. The data-dependent mechanisms
+    (Attribute-Conceal's Cauchy noise, smooth-sensitivity Laplace) scale with the group sizes,
+    which the attacker does not know: their scale is left for the decoder to estimate. ``n`` is
+    the number of people the metric depends on (everyone for SP, those with y = 1 for EO).
+    """
+    if info is None or info.mechanism == "exact" or math.isinf(info.epsilon_charged):
+        return EXACT
+    fresh = info.new_models
+    metric_ = metric if metric in ("sp", "eo") else None
+    if info.mechanism == "attribute_conceal":
+        return NoiseModel("cauchy")
+    if info.mechanism == "smooth_laplace" or metric_ is None:
+        return NoiseModel("laplace" if info.mechanism != "gaussian" else "gaussian")
+    if fresh == 0 or info.epsilon_charged <= 0 or n < 3:
+        return NoiseModel("laplace" if info.mechanism == "laplace" else "unknown")
+    if info.mechanism == "laplace":
+        sens = global_sensitivity(metric_, n=n, m=fresh)
+        return NoiseModel("laplace", sens / info.epsilon_charged)
+    if info.mechanism == "gaussian" and info.delta_charged > 0:
+        sens = global_sensitivity(metric_, n=n, m=fresh, norm="l2")
+        sigma = analytic_gaussian_sigma(
+            l2_sensitivity=sens, epsilon=info.epsilon_charged, delta=info.delta_charged
+        )
+        return NoiseModel("gaussian", sigma)
+    return NoiseModel("unknown")
+
+
+def forward_answer(
+    outer: Strategy, inner: Strategy, values: NDArray[np.float64], now: float, seen: int
+) -> int:
+    """Hand an answer that ``outer`` received on to the ``inner`` strategy it wraps.
+
+    When the developer process gave ``outer`` the answer's facts (a new entry in
+    ``outer.answer_infos`` since ``seen`` of them), the inner strategy receives them too, through
+    :meth:`~biasleak.agents.strategies.base.Strategy.receive_answer`; otherwise (a caller that
+    hands bare values) it gets the values alone. Returns the new ``seen``.
+    """
+    if len(outer.answer_infos) > seen:
+        inner.receive_answer(values, outer.answer_infos[-1], now)
+        return len(outer.answer_infos)
+    inner.on_answer(values, now)
+    return seen
+
+
+def combine_noise(models: list[NoiseModel], counts: list[int]) -> NoiseModel:
+    """One noise model for answers stacked from several messages (``counts`` values each)."""
+    if not models or all(not nm.noisy for nm in models):
+        return EXACT
+    kinds = {nm.kind for nm in models if nm.noisy}
+    kind = kinds.pop() if len(kinds) == 1 else "unknown"
+    if any(nm.noisy and nm.scale is None for nm in models) or kind == "unknown":
+        return NoiseModel(kind)  # type: ignore[arg-type]
+    floor = min(float(np.min(nm.scales(1))) for nm in models if nm.noisy)  # type: ignore[arg-type]
+    scales = np.concatenate(
+        [
+            nm.scales(count) if nm.noisy else np.full(count, 1e-6 * floor)  # type: ignore[arg-type]
+            for nm, count in zip(models, counts, strict=True)
+        ]
+    )
+    return NoiseModel(kind, scales)  # type: ignore[arg-type]
 
 
 class _SensingConfig(StrategyConfig):
@@ -61,7 +158,9 @@ class _SensingConfig(StrategyConfig):
         False, strict=False, description="add the box constraint 0 <= s <= 1/N1 + 1/N0"
     )
     decoder: Literal[METHODS] = Field(  # type: ignore[valid-type]
-        "auto", description="decoder (auto: OMP, falling back to basis pursuit)"
+        "auto",
+        description="decoder (auto: amp on noisy answers; on exact ones OMP, falling back to "
+        "basis pursuit)",
     )
     probe: bool = Field(True, strict=False, description="learn the group sizes from a probe")
     prior_minority: float = Field(
@@ -133,9 +232,14 @@ class CompressedSensing(Strategy):
         """Set by subclasses that decide to stop early."""
         self.decode_every = config.decode_every
         """Decode after every k answered batches (0: once, at the end)."""
+        self.batch_infos: dict[int, AnswerInfo | None] = {}
+        """Batch index -> the public facts of its answer (None when not given)."""
+        self.sizes_uncertain = False
+        """The probe was too noisy to trust: the sizes are re-estimated at every decode."""
         self._next = 0
         self._pending: str | None = None
         self._answered_batches = 0
+        self._infos_seen = 0
 
     # -- actions ------------------------------------------------------------------------------
 
@@ -185,11 +289,34 @@ class CompressedSensing(Strategy):
         self.group_sizes = sizes
         self.group_sizes_source = "prior"
 
+    def _take_info(self) -> AnswerInfo | None:
+        """The facts of the answer being handled, if the developer process passed them."""
+        if len(self.answer_infos) > self._infos_seen:
+            self._infos_seen = len(self.answer_infos)
+            return self.answer_infos[-1]
+        return None
+
+    def _class_noise(self, info: AnswerInfo | None, col: int) -> NoiseModel:
+        metric = "eo" if self.metric in ("eo", "eodds") else "sp"
+        if self.metric == "eodds":
+            metric = "eodds"  # two gaps per model: no public per-value sensitivity here
+        return noise_of_answer(info, metric=metric, n=int(self.classes[col].size))
+
+    def _noise(self, col: int, done: list[int]) -> NoiseModel:
+        """The noise on the stacked answers of batches ``done`` for label class ``col``."""
+        models = [self._class_noise(self.batch_infos.get(i), col) for i in done]
+        counts = [self.answers[i].shape[0] for i in done]
+        return combine_noise(models, counts)
+
     def on_answer(self, values: NDArray[np.float64], now: float) -> None:
         vals = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+        info = self._take_info()
         if self._pending == "probe":
-            self._learn_sizes(vals[0])
+            self._learn_sizes(
+                vals[0], [self._class_noise(info, col) for col in range(len(self.classes))]
+            )
         else:
+            self.batch_infos[self._next] = info
             self.answers[self._next] = vals
             self._next += 1
             self._answered_batches += 1
@@ -205,7 +332,20 @@ class CompressedSensing(Strategy):
             self._next += 1
         self._pending = None
 
-    def _learn_sizes(self, values: NDArray[np.float64]) -> None:
+    def _learn_sizes(
+        self, values: NDArray[np.float64], noises: list[NoiseModel] | None = None
+    ) -> None:
+        """Group sizes from the probe's answer, unless the noise makes it untrustworthy.
+
+        A probe value v is ``1/N1`` or ``-1/N0`` plus noise. Under noise of known scale it is
+        trusted only when the noise exceeds ``t`` with chance at most :data:`PROBE_FALSE_SIGN`
+        (``t = b ln(1 / (2 p))`` for Laplace, ``sigma Phi^{-1}(1 - p)`` for Gaussian) and
+        ``t / |v| <= PROBE_SIZE_ERROR``; under noise of unknown scale (the data-dependent
+        mechanisms) it is never trusted; otherwise the sizes are uncertain, start from the prior
+        and, once there are more answered models than people, are re-estimated at every decode
+        from all answers (:func:`.decoders.least_squares_group_size`; which group is the small
+        one comes from ``prior_minority``), so a misread probe never swaps the groups silently.
+        """
         if (
             values.size != len(self.classes)
             or not np.all(np.isfinite(values))
@@ -213,12 +353,45 @@ class CompressedSensing(Strategy):
         ):
             self._assume_sizes()
             return
+        for value, noise in zip(values, noises or [], strict=False):
+            if not noise.noisy:
+                continue
+            scales = noise.scales(1)
+            if scales is None:  # a data-dependent scale: nothing to judge the probe by
+                tail = math.inf
+            elif noise.kind == "gaussian":
+                tail = float(scales[0]) * float(special.ndtri(1.0 - PROBE_FALSE_SIGN))
+            else:
+                tail = float(scales[0]) * math.log(1.0 / (2.0 * PROBE_FALSE_SIGN))
+            if abs(float(value)) <= tail or tail / abs(float(value)) > PROBE_SIZE_ERROR:
+                self._assume_sizes()
+                self.sizes_uncertain = True
+                self.group_sizes_source = "prior (probe too noisy)"
+                return
         sizes = []
         for c, value in zip(self.classes, values, strict=True):
             size = min(max(round(1.0 / abs(float(value))), 1), int(c.size) - 1)
             sizes.append((size, int(c.size) - size) if value > 0 else (int(c.size) - size, size))
         self.group_sizes = sizes
         self.group_sizes_source = "probe"
+
+    def _refresh_sizes(self, index: NDArray[np.intp], answers: NDArray[np.float64]) -> None:
+        """Re-estimate uncertain group sizes by :func:`least_squares_group_size` (m > n only)."""
+        if not self.sizes_uncertain or self.group_sizes is None:
+            return
+        sizes = list(self.group_sizes)
+        for col, cls in enumerate(self.classes):
+            # which group is small is not identifiable from the fit: the prior decides
+            smaller = 0 if self.config.prior_minority <= 0.5 else 1
+            small = least_squares_group_size(
+                self.models[np.ix_(index, cls)], answers[:, col], smaller=smaller
+            )
+            if small is None:
+                continue  # fewer models than people: keep the prior's sizes
+            size = int(cls.size)
+            sizes[col] = (size - small, small) if smaller == 0 else (small, size - small)
+            self.group_sizes_source = "least-squares fit (probe too noisy)"
+        self.group_sizes = sizes
 
     # -- decoding -----------------------------------------------------------------------------
 
@@ -227,11 +400,16 @@ class CompressedSensing(Strategy):
         if not self.answers:
             return
         index, answers, sigma = self._measurements()
+        self._refresh_sizes(index, answers)
         n = self.context.n
         attribute = np.ones(n, dtype=np.int8)  # unreachable people: the advantaged guess
         confidence = np.zeros(n)
+        probability = np.full(n, 0.5)
+        has_probability = True
         methods = []
+        done = sorted(self.answers)
         for col, (cls, (n1, n0)) in enumerate(zip(self.classes, self.group_sizes, strict=True)):
+            noise = self._measured_noise(col, done, sigma)
             result = decode_statistical_parity(
                 self.models[np.ix_(index, cls)],
                 answers[:, col],
@@ -240,14 +418,31 @@ class CompressedSensing(Strategy):
                 method=self.config.decoder,
                 box=self.config.box,
                 sigma=sigma,
+                noise=noise,
             )
             attribute[cls] = result.attribute
             confidence[cls] = result.confidence
+            if result.probability is None:
+                has_probability = False
+            else:
+                probability[cls] = result.probability
             methods.append(result.method)
         self._set_estimate(
-            Estimate(attribute, confidence, int(index.size), "+".join(sorted(set(methods))))
+            Estimate(
+                attribute,
+                confidence,
+                int(index.size),
+                "+".join(sorted(set(methods))),
+                probability if has_probability else None,
+            )
         )
         self._after_decode(methods)
+
+    def _measured_noise(self, col: int, done: list[int], sigma: float | None) -> NoiseModel:
+        """The noise model handed to the decoder (subclasses that combine answers override)."""
+        if sigma is not None:
+            return NoiseModel("gaussian", sigma) if sigma > 0 else EXACT
+        return self._noise(col, done)
 
     def report(self) -> dict[str, Any]:
         h0 = self.context.base_predictions

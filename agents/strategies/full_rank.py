@@ -19,8 +19,16 @@ and ``SP = H v`` with ``v_j = 1/N1`` (a = 1) or ``-1/N0`` (a = 0). Decoders (``d
 ``auto``
     ``structured`` when it applies, else ``generic``.
 
-Remark 3: with ``skip_last: true`` the last person is not queried; with the base query, the
-identity ``sum_j v_j = N1/N1 - N0/N0 = 0`` gives their ``v``. The guess is ``a_j = 1`` when
+Remark 3: with ``skip_last: true`` the last person is not queried, and the identity
+``sum_j v_j = N1/N1 - N0/N0 = 0`` stands in for their equation. With the base query it gives the
+last ``v`` directly. Without it (n - 1 models in all), write ``c = h_0^T v``: every answered
+``SP_i = c + d_i v_i``, so ``v_i = (SP_i - c)/d_i`` for ``i < n``, ``v_n = -sum_{i<n} v_i``, and
+substituting into ``c = sum_j h0_j v_j`` gives
+
+.. math:: c = \frac{\sum_{i<n} (h0_i - h0_n) SP_i / d_i}{1 + \sum_{i<n} (h0_i - h0_n) / d_i},
+
+O(n) once all n - 1 answers are in (``generic`` solves the n - 1 rows with ``1^T v = 0``
+appended). The guess is ``a_j = 1`` when
 ``v_j > 0``; its confidence is ``|v_j|`` in units of ``1/n``.
 """
 
@@ -56,6 +64,22 @@ class FullRankConfig(StrategyConfig):
     prepare_hours: float = Field(0.5, ge=0.0, allow_inf_nan=False)
 
 
+def solve_skip_last(
+    h0: NDArray[np.float64], d: NDArray[np.float64], sp: NDArray[np.float64]
+) -> NDArray[np.float64] | None:
+    """Remark 3 without a base query: solve the n - 1 flipped rows with ``sum(v) = 0``, O(n).
+
+    ``d`` and ``sp`` hold the n - 1 queried people; ``h0`` all n. None if singular.
+    """
+    w = h0[:-1] - h0[-1]
+    denom = 1.0 + float(w @ (1.0 / d))
+    if abs(denom) < 1e-12:
+        return None
+    c = float(w @ (sp / d)) / denom
+    head = (sp - c) / d
+    return np.concatenate([head, [-float(head.sum())]])
+
+
 def solve_structured(
     h0: NDArray[np.float64], d: NDArray[np.float64], sp: NDArray[np.float64]
 ) -> NDArray[np.float64] | None:
@@ -76,8 +100,6 @@ class FullRank(Strategy):
     def __init__(self, config: FullRankConfig, context: DeveloperContext) -> None:
         super().__init__(config, context)
         self.config: FullRankConfig = config
-        if config.skip_last and not config.base_query:
-            raise ValueError("skip_last needs base_query: the last v comes from sum(v) = 0")
         h0 = context.base_predictions
         n = context.n
         people = n - 1 if config.skip_last else n
@@ -136,15 +158,22 @@ class FullRank(Strategy):
             if self.config.skip_last and known.all():
                 v[n - 1] = -np.nansum(v[: n - 1])
             self.method = "structured"
-        elif np.count_nonzero(np.isfinite(self.answers)) >= n:
+        elif np.count_nonzero(np.isfinite(self.answers)) + self.config.skip_last >= n:
             solved = None
             if decoder in ("auto", "structured") and flips.size == n:
                 solved = solve_structured(h0, self.d, flips)
                 self.method = "sherman_morrison"
+            elif decoder in ("auto", "structured") and self.config.skip_last:
+                solved = solve_skip_last(h0, self.d, flips)
+                self.method = "sum_constraint"
             if solved is None:  # the paper's way: solve the (answered rows of the) system
                 answered = np.flatnonzero(np.isfinite(self.answers))
                 H = self.rows(0, self.answers.size)[answered]
-                solved = np.linalg.lstsq(H, self.answers[answered], rcond=None)[0]
+                rhs = self.answers[answered]
+                if self.config.skip_last:  # Remark 3: sum(v) = 0 stands in for the last row
+                    H = np.vstack([H, np.ones(n)])
+                    rhs = np.concatenate([rhs, [0.0]])
+                solved = np.linalg.lstsq(H, rhs, rcond=None)[0]
                 self.method = "generic"
             v = solved
         else:

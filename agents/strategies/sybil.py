@@ -19,6 +19,7 @@ from pydantic import Field
 
 from biasleak.agents.strategies.base import (
     Action,
+    AnswerInfo,
     DeveloperContext,
     Stop,
     Strategy,
@@ -75,13 +76,24 @@ class SybilCoordinator:
             core._decode()
         return Stop("all batches resolved"), None
 
-    def answered(self, batch: int | None, values: NDArray[np.float64], now: float) -> None:
+    def answered(
+        self,
+        batch: int | None,
+        values: NDArray[np.float64],
+        now: float,
+        info: AnswerInfo | None = None,
+    ) -> None:
+        """A shard's query was answered (``info``: the answer's public facts, when given)."""
         core = self.core
         if batch is None:  # the probe
             core._pending = "probe"
-            core.on_answer(values, now)
+            if info is not None:
+                core.receive_answer(values, info, now)
+            else:
+                core.on_answer(values, now)
             return
         core.answers[batch] = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+        core.batch_infos[batch] = info
         self.resolved.add(batch)
 
     def refused(self, batch: int | None) -> None:
@@ -105,6 +117,7 @@ class SybilShard(Strategy):
         self.shard = shard
         self._batch: int | None = None
         self._probe = False
+        self._infos_seen = 0
 
     def next_action(self, now: float) -> Action:
         action, batch = self.coordinator.next_for(self.shard, now)
@@ -120,7 +133,11 @@ class SybilShard(Strategy):
             self._set_estimate(estimate)
 
     def on_answer(self, values: NDArray[np.float64], now: float) -> None:
-        self.coordinator.answered(None if self._probe else self._batch, values, now)
+        info = None
+        if len(self.answer_infos) > self._infos_seen:  # facts from the developer process
+            self._infos_seen = len(self.answer_infos)
+            info = self.answer_infos[-1]
+        self.coordinator.answered(None if self._probe else self._batch, values, now, info)
         self._sync()
 
     def on_refusal(self, reason: str, detail: str, now: float) -> None:
