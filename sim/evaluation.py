@@ -13,7 +13,9 @@ side file.
 the two agree by construction; what a summary holds:
 
 per developer
-    ``leakage`` and ``revealed`` of the latest estimate (null without one), ``leakage_relabelled``
+    ``leakage`` and ``revealed`` of the latest estimate; without any estimate (``estimated:
+    false``) the leakage is that of the prior guess, 50% or, for an attacker starting from a proxy
+    model, the proxy baseline, and ``revealed`` is null; ``leakage_relabelled``
     (``max(L, 100 - L)``: how well it partitions, whichever part it calls advantaged), and
     ``confident_right`` / ``confident_wrong``: people guessed with a margin of at least half the
     decision threshold, right and wrong; ``tpr_at_1pct_fpr``: the share of the disadvantaged
@@ -25,6 +27,22 @@ per developer
     100% leakage (null if never); for honest developers ``deployed``, ``deployed_agrees`` (would
     it have deployed the same candidate had every answered candidate been answered exactly) and
     ``metric_error`` (mean |answered - exact| over its answered candidates);
+    ``calibration_090`` / ``calibration_090_people``: of the people the attacker itself gave
+    probability >= 0.9 (``Estimate.probability``), the share guessed right, and how many they
+    are (null when the decoder gives no probability);
+    ``leakage_ceiling``: what the privacy loss of its answers proves no attacker can exceed
+    (percent, see :mod:`biasleak.mechanisms.ceiling`), ``ceiling_kind`` (``no_side_information``,
+    or ``proxy_prior`` for attackers that start from a proxy model: then it needs the proxy's
+    probabilities, from the ``prior`` argument or the header's ``proxy_probabilities``, and is
+    null without them) and ``privacy_loss`` (``epsilon`` at ``delta`` = 1e-6 from the composed
+    privacy-loss distribution, and ``pure_epsilon`` when every answer was pure eps-DP). Each
+    ``query_answered`` event is one release, accounted with the mechanism, epsilon, delta and
+    fresh-model count it logged and the run's bounding and sampler from the header (a ``naive``
+    floating-point sampler proves nothing: counted as exact); cached answers add nothing. The
+    ceiling bounds the expected leakage; a single run scatters around its expectation;
+``organizations``
+    per organisation, its ``developers`` and the same ``privacy_loss``, ``leakage_ceiling`` and
+    ``ceiling_kind`` for all the answers its identities received together;
 compliance
     ``epsilon_spent`` (sum over answers), ``answered`` and ``refused`` by reason, and
     ``mean_abs_error`` / ``median_abs_error`` of |released - exact| over every freshly released
@@ -46,10 +64,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from biasleak.agents.strategies import Estimate
+from biasleak.agents.strategies import PROXY_KINDS, Estimate
 from biasleak.agents.strategies.honest import choose_deployment
+from biasleak.mechanisms.ceiling import DEFAULT_DELTA, ReleaseSpec, compose, proxy_prior_ceiling
 
-__all__ = ["Evaluator", "leakage", "summarize"]
+__all__ = ["Evaluator", "calibration", "leakage", "summarize"]
 
 
 CONFIDENT = 0.5
@@ -89,6 +108,30 @@ def leakage(estimate: NDArray[np.integer], truth: NDArray[np.integer]) -> tuple[
     return 50.0 * (n_a / n1 + n_b / n0), n_a + n_b
 
 
+CALIBRATION_LEVEL = 0.9
+"""Calibration is read among the people an attacker gives at least this probability."""
+
+
+def calibration(
+    estimate: Estimate, truth: NDArray[np.integer], *, level: float = CALIBRATION_LEVEL
+) -> tuple[float | None, int | None]:
+    """Share guessed right among the people the attacker gives probability >= ``level``.
+
+    Returns ``(share, people)``: ``(None, None)`` when the estimate carries no probability, and
+    ``(None, 0)`` when nobody reaches ``level``. A calibrated attacker's share is at least
+    ``level``; a smaller share means it trusts its guesses more than they deserve.
+    """
+    probability = getattr(estimate, "probability", None)
+    if probability is None:
+        return None, None
+    sure = np.asarray(probability, dtype=np.float64) >= level
+    people = int(np.count_nonzero(sure))
+    if people == 0:
+        return None, 0
+    right = np.asarray(estimate.attribute)[sure] == np.asarray(truth)[sure]
+    return float(np.count_nonzero(right) / people), people
+
+
 class Evaluator:
     """Scores developers' estimates against the protected attribute."""
 
@@ -105,6 +148,7 @@ class Evaluator:
         value, right = leakage(estimate.attribute, self._truth)
         confident = np.asarray(estimate.confidence) >= CONFIDENT
         correct = np.asarray(estimate.attribute) == self._truth
+        calibrated, calibrated_people = calibration(estimate, self._truth)
         self.log.info(
             "evaluation",
             developer=developer,
@@ -116,10 +160,15 @@ class Evaluator:
             confident_wrong=int(np.count_nonzero(confident & ~correct)),
             tpr_at_1pct_fpr=tpr_at_fpr(estimate, self._truth),
             models_used=estimate.models_used,
+            calibration_090=calibrated,
+            calibration_090_people=calibrated_people,
         )
         if self._keep is not None:  # the side file keeps each developer's latest estimate
             self._keep(f"estimate/{developer}", estimate.attribute.astype(np.int8))
             self._keep(f"confidence/{developer}", estimate.confidence)
+            probability = getattr(estimate, "probability", None)
+            if probability is not None:
+                self._keep(f"probability/{developer}", np.asarray(probability, np.float64))
 
 
 def _num(value: Any) -> float:
@@ -138,6 +187,12 @@ def _developer_record(spec: dict[str, Any]) -> dict[str, Any]:
         "confident_right": None,
         "confident_wrong": None,
         "tpr_at_1pct_fpr": None,
+        "estimated": False,
+        "calibration_090": None,
+        "calibration_090_people": None,
+        "leakage_ceiling": None,
+        "ceiling_kind": None,
+        "privacy_loss": None,
         "sent": 0,
         "answered": 0,
         "refused": {},
@@ -151,13 +206,63 @@ def _developer_record(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def summarize(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Build a run's summary from its log events (header first; a summary line is ignored)."""
+def _noise_settings(header: dict[str, Any]) -> tuple[str, str]:
+    """``(bounding, sampler)`` of the run's noise stage, from the resolved scenario."""
+    compliance = (header.get("resolved_scenario") or {}).get("compliance") or {}
+    for stage in compliance.get("policy") or []:
+        if isinstance(stage, dict) and stage.get("kind") == "noise":
+            return str(stage.get("bounding", "raw")), str(stage.get("sampler", "safe"))
+    return "raw", "safe"
+
+
+def _release(event: dict[str, Any], bounding: str, sampler: str) -> ReleaseSpec | None:
+    """The privacy-relevant facts of one ``query_answered`` event (None: nothing fresh)."""
+    fresh = int(event["models"]) - int(event.get("cached", 0) or 0)
+    epsilon = _num(event["epsilon_charged"])
+    if fresh <= 0 or epsilon == 0.0:  # served from the cache: released earlier, adds nothing
+        return None
+    mechanism = str(event["mechanism"])
+    if sampler == "naive":  # floating-point noise: no proven guarantee, counted as exact
+        mechanism = "exact"
+    delta = _num(event.get("delta_charged", 0.0) or 0.0)
+    return ReleaseSpec(mechanism, epsilon, delta, fresh, bounding)
+
+
+def _ceiling(
+    releases: list[ReleaseSpec], proxy: bool, prior: NDArray[np.float64] | None
+) -> dict[str, Any]:
+    """``privacy_loss``, ``leakage_ceiling`` (percent) and ``ceiling_kind`` of some releases."""
+    composition = compose(releases)
+    if not proxy:
+        ceiling: float | None = 100.0 * composition.balanced_accuracy()
+    elif prior is not None:
+        ceiling = proxy_prior_ceiling(composition, prior)
+    else:  # the priors were not logged: no ceiling can be proved
+        ceiling = None
+    return {
+        "privacy_loss": composition.privacy_loss(DEFAULT_DELTA),
+        "leakage_ceiling": ceiling,
+        "ceiling_kind": "proxy_prior" if proxy else "no_side_information",
+    }
+
+
+def summarize(
+    events: Iterable[dict[str, Any]], *, prior: NDArray[np.float64] | None = None
+) -> dict[str, Any]:
+    """Build a run's summary from its log events (header first; a summary line is ignored).
+
+    ``prior`` is the proxy model's probability that each audit-set person is advantaged, for the
+    ``proxy_prior`` ceiling of attackers that start from it; without it the header's
+    ``proxy_probabilities`` is used when present, and otherwise their ceiling is null.
+    """
     events = list(events)
     if not events or events[0].get("event") != "header":
         raise ValueError("a run log must start with its header line")
     header = events[0]
     devs = {d["id"]: _developer_record(d) for d in header.get("developers", [])}
+    bounding, sampler = _noise_settings(header)
+    releases: dict[str, list[ReleaseSpec]] = defaultdict(list)
+    org_releases: dict[str, list[ReleaseSpec]] = defaultdict(list)
     queries: dict[str, list[tuple[str, int]]] = defaultdict(list)
     exact: dict[str, list[float]] = {}
     reports: dict[str, dict[str, Any]] = {}
@@ -197,6 +302,9 @@ def summarize(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
                 "tpr_at_1pct_fpr",
             ):
                 d[key] = e[key]
+            d["estimated"] = True
+            d["calibration_090"] = e.get("calibration_090")
+            d["calibration_090_people"] = e.get("calibration_090_people")
             for level in (90, 100):
                 if d[f"queries_to_{level}"] is None and e["leakage"] >= level - 1e-9:
                     d[f"queries_to_{level}"] = d["answered"]
@@ -204,6 +312,11 @@ def summarize(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
         elif kind == "query_answered":
             comp["answered"] += e["models"]
             comp["epsilon_spent"] += _num(e["epsilon_charged"])
+            spec = _release(e, bounding, sampler)
+            if spec is not None:
+                releases[e["sender"]].append(spec)
+                if e.get("organization") is not None:
+                    org_releases[e["organization"]].append(spec)
         elif kind == "query_refused":
             comp["refused"][e["reason"]] += e["models"]
         elif kind == "release_internal":
@@ -234,11 +347,35 @@ def summarize(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
     }
     for d in devs.values():
         d["refused"] = dict(sorted(d["refused"].items()))
+    if prior is None and header.get("proxy_probabilities") is not None:
+        prior = np.asarray(header["proxy_probabilities"], dtype=np.float64)
+    baseline = header.get("proxy_baseline_leakage")
+    members: dict[str, list[str]] = defaultdict(list)
+    for ident, d in devs.items():
+        proxy = d["strategy"] in PROXY_KINDS
+        d.update(_ceiling(releases[ident], proxy, prior))
+        if not d["estimated"]:  # scored at its prior guess: a coin flip, or the proxy's guess
+            d["leakage"] = float(baseline) if proxy and baseline is not None else 50.0
+            d["leakage_relabelled"] = max(d["leakage"], 100.0 - d["leakage"])
+        if d["organization"] is not None:
+            members[d["organization"]].append(ident)
+    organizations = {
+        org: {
+            "developers": idents,
+            **_ceiling(
+                org_releases[org],
+                any(devs[i]["strategy"] in PROXY_KINDS for i in idents),
+                prior,
+            ),
+        }
+        for org, idents in sorted(members.items())
+    }
     return {
         "scenario": header.get("scenario"),
         "seed": header.get("seed"),
         "proxy_baseline_leakage": header.get("proxy_baseline_leakage"),
         "developers": devs,
+        "organizations": organizations,
         "compliance": compliance,
         "auditor": {
             "enabled": bool(header.get("auditor_enabled", False)),

@@ -128,6 +128,12 @@ class RunLog:
         """Keep an array for the side file."""
         self._arrays[key] = np.asarray(array)
 
+    def abort(self) -> None:
+        """Close the file without a summary (the run raised): a log with no summary line is
+        what ``biasleak replay`` reports as truncated."""
+        if not self._stream.closed:
+            self._stream.close()
+
     def close(self, summary: dict[str, Any]) -> None:
         """Write the summary line, the side file, and close."""
         self._seq += 1

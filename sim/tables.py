@@ -3,6 +3,12 @@
 ``compare_rows`` flattens several runs into tidy rows (one per run and developer, plus the
 compliance agent's utility), ``aggregate`` averages them over seeds, and the ``format_*``
 functions lay them out as fixed-width text.
+
+Beside each leakage stands its ceiling: the balanced accuracy that the privacy loss of the
+developer's answers proves no attacker can exceed (``biasleak.mechanisms.ceiling``), marked
+``*`` when it is the ``proxy_prior`` ceiling (an attacker with side information) rather than the
+``no_side_information`` one. Leakage is never blank: a developer without an estimate is scored at
+its prior guess (50%, or its proxy's) and its leakage is marked ``°``.
 """
 
 from __future__ import annotations
@@ -25,6 +31,12 @@ def _f(value: Any, spec: str = ".1f", none: str = "-") -> str:
     return format(value, spec)
 
 
+def _ceiling(value: Any, kind: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}%" + ("*" if kind == "proxy_prior" else "")
+
+
 def _refused(refused: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in refused.items()) if refused else "-"
 
@@ -33,7 +45,8 @@ def format_run(summary: dict[str, Any]) -> str:
     """The summary of one run as a table."""
     lines = [f"scenario {summary['scenario']} (seed {summary['seed']})"]
     header = (
-        f"{'developer':<12} {'strategy':<20} {'leakage':>8} {'revealed':>8} {'sent':>6} "
+        f"{'developer':<12} {'strategy':<20} {'leakage':>8} {'ceiling':>8} {'revealed':>8} "
+        f"{'sent':>6} "
         f"{'answered':>8} {'eps spent':>10} {'to 90%':>7}  notes"
     )
     lines += [header, "-" * len(header)]
@@ -50,12 +63,26 @@ def format_run(summary: dict[str, Any]) -> str:
         if d.get("error"):
             notes.append(f"error: {d['error']}")
         tail = "; ".join(notes) or "-"
-        leak = _f(d["leakage"], ".1f")
+        leak = _f(d["leakage"], ".1f") + ("%" if d["leakage"] is not None else "")
+        if d.get("estimated") is False:
+            leak += "°"
+        ceiling = _ceiling(d.get("leakage_ceiling"), d.get("ceiling_kind"))
         lines.append(
-            f"{ident:<12} {d['strategy'] or '-':<20} {leak + ('%' if d['leakage'] is not None else ''):>8} "  # noqa: E501
+            f"{ident:<12} {d['strategy'] or '-':<20} {leak:>8} {ceiling:>8} "
             f"{_f(d['revealed'], 'd'):>8} {d['sent']:>6} {d['answered']:>8} "
             f"{_f(d['epsilon_spent'], '.3g'):>10} {_f(d['queries_to_90'], 'd'):>7}  {tail}"
         )
+    for org, o in (summary.get("organizations") or {}).items():
+        loss = o.get("privacy_loss") or {}
+        lines.append(
+            f"organisation {org}: leakage ceiling {_ceiling(o.get('leakage_ceiling'), o.get('ceiling_kind'))}"  # noqa: E501
+            f", privacy loss epsilon {_f(loss.get('epsilon'), '.3g')} at delta "
+            f"{_f(loss.get('delta'), '.0e')}"
+        )
+    if any(d.get("ceiling_kind") == "proxy_prior" for d in summary["developers"].values()):
+        lines.append("* proxy_prior ceiling (side information); others: no_side_information")
+    if any(d.get("estimated") is False for d in summary["developers"].values()):
+        lines.append("° no estimate: scored at the prior guess")
     c = summary["compliance"]
     lines.append(
         f"compliance: answered {c['answered']} models, refused {_refused(c['refused'])}; "
@@ -83,7 +110,10 @@ def compare_rows(results: list[tuple[str, dict[str, Any]]]) -> list[dict[str, An
                     "seed": s["seed"],
                     "developer": ident,
                     "strategy": d["strategy"],
-                    "leakage": d["leakage"],
+                    "leakage": _leakage(d, s),
+                    "estimated": d.get("estimated", d["leakage"] is not None),
+                    "leakage_ceiling": d.get("leakage_ceiling"),
+                    "ceiling_kind": d.get("ceiling_kind"),
                     "revealed": d["revealed"],
                     "sent": d["sent"],
                     "answered": d["answered"],
@@ -99,6 +129,16 @@ def compare_rows(results: list[tuple[str, dict[str, Any]]]) -> list[dict[str, An
                 }
             )
     return rows
+
+
+def _leakage(d: dict[str, Any], summary: dict[str, Any]) -> float:
+    """A developer's leakage, never blank: a summary without an estimate scores the prior guess."""
+    if d["leakage"] is not None:
+        return float(d["leakage"])
+    baseline = summary.get("proxy_baseline_leakage")
+    if d.get("ceiling_kind") == "proxy_prior" and baseline is not None:
+        return float(baseline)
+    return 50.0
 
 
 def _mean_sd(values: list[Any]) -> tuple[float | None, float | None]:
@@ -126,6 +166,8 @@ def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "runs": len(rs),
                 "leakage": leak,
                 "leakage_sd": leak_sd,
+                "leakage_ceiling": _mean_sd([r.get("leakage_ceiling") for r in rs])[0],
+                "ceiling_kind": rs[0].get("ceiling_kind"),
                 "answered": _mean_sd([r["answered"] for r in rs])[0],
                 "refused": _mean_sd([r["refused"] for r in rs])[0],
                 "epsilon_spent": "inf" if "inf" in eps else _mean_sd(eps)[0],
@@ -141,7 +183,8 @@ def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def format_compare(rows: list[dict[str, Any]]) -> str:
     """Aggregated comparison rows as a table: leakage and utility side by side."""
     header = (
-        f"{'scenario':<24} {'developer':<10} {'runs':>4} {'leakage %':>13} {'answered':>8} "
+        f"{'scenario':<24} {'developer':<10} {'runs':>4} {'leakage %':>13} {'ceiling %':>9} "
+        f"{'answered':>8} "
         f"{'refused':>7} {'eps spent':>9} {'honest agree':>12} {'median |err|':>12} {'alerts':>6}"
     )
     lines = [header, "-" * len(header)]
@@ -149,8 +192,9 @@ def format_compare(rows: list[dict[str, Any]]) -> str:
         leak = "-" if r["leakage"] is None else f"{r['leakage']:.1f} ± {r['leakage_sd']:.1f}"
         agree = "-" if r["agreement"] is None else f"{100 * r['agreement']:.0f}%"
         err = _f(r["median_abs_error"], ".4g")
+        ceiling = _ceiling(r.get("leakage_ceiling"), r.get("ceiling_kind")).rstrip("%")
         lines.append(
-            f"{r['scenario']:<24} {r['developer']:<10} {r['runs']:>4} {leak:>13} "
+            f"{r['scenario']:<24} {r['developer']:<10} {r['runs']:>4} {leak:>13} {ceiling:>9} "
             f"{_f(r['answered'], '.0f'):>8} {_f(r['refused'], '.0f'):>7} "
             f"{_f(r['epsilon_spent'], '.3g'):>9} {agree:>12} {err:>12} "
             f"{_f(r['alerts'], '.1f'):>6}"

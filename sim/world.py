@@ -38,7 +38,7 @@ from biasleak.sim.evaluation import Evaluator, leakage, summarize
 from biasleak.sim.runlog import RunLog, jsonable, read_log
 from biasleak.sim.scenario import Scenario, scenario_hash
 
-__all__ = ["RunResult", "rng_for", "run_scenario"]
+__all__ = ["RunResult", "developer_context", "rng_for", "run_scenario"]
 
 HOURS_PER_DAY = 24.0
 VERSIONED = ("biasleak", "numpy", "scipy", "scikit-learn", "simpy", "pydantic", "structlog")
@@ -76,9 +76,10 @@ class RunResult:
 @lru_cache(maxsize=8)
 def _prepared(
     data_json: str, data_seed: int, C: float
-) -> tuple[Any, np.ndarray, float, PublicView | None, float | None]:
+) -> tuple[Any, np.ndarray, float, PublicView | None, float | None, np.ndarray | None]:
     """Load the data, train the base model and measure the proxy-only baseline, once per
-    (data config, seed, C) in a process."""
+    (data config, seed, C) in a process. The last item is the proxy model's probability that each
+    audit-set person is advantaged (for the evaluator's proxy-prior ceiling), or None."""
     options = json.loads(data_json)
     name = options.pop("dataset")
     options.pop("seed", None)
@@ -100,7 +101,7 @@ def _prepared(
         array.flags.writeable = False
     train = data.public.train
     if not data.train_disjoint:  # the training split holds the audit people: no proxy sample
-        return data, h0, model.accuracy(data.public.audit), None, None
+        return data, h0, model.accuracy(data.public.audit), None, None, None
     # An external labelled sample for proxy models: the training split's features with its
     # attribute, standing for a public survey. Never the audit set's attribute.
     proxy = PublicView(train.features, data.train_protected, train.columns, train.categorical)
@@ -110,7 +111,30 @@ def _prepared(
         .predict_proba(data.public.audit.features)[:, 1]
     )
     baseline, _ = leakage(proxy_estimate(p, data.n0), data.protected)
-    return data, h0, model.accuracy(data.public.audit), proxy, baseline
+    p.flags.writeable = False
+    return data, h0, model.accuracy(data.public.audit), proxy, baseline, p
+
+
+def developer_context(
+    scenario: Scenario, identity: str, kind: str, *, seed: int | None = None
+) -> DeveloperContext:
+    """The context a developer ``identity`` with a strategy of ``kind`` starts with in a run.
+
+    The same public data, base predictions, random stream and (for proxy kinds) external sample
+    that :func:`run_scenario` hands it; nothing in it holds the audit set's attribute.
+    """
+    run_seed = scenario.seed if seed is None else int(seed)
+    data_cfg = scenario.data.model_dump(mode="json", exclude_none=True)
+    data_seed = scenario.data.seed if scenario.data.seed is not None else run_seed
+    data, h0, _, proxy, _, _ = _prepared(
+        json.dumps(data_cfg, sort_keys=True), data_seed, scenario.model.C
+    )
+    return DeveloperContext(
+        data.public,
+        h0,
+        rng_for(run_seed, f"developer:{identity}"),
+        proxy=proxy if kind in PROXY_KINDS else None,
+    )
 
 
 def run_scenario(
@@ -128,7 +152,7 @@ def run_scenario(
     resolved = scenario.model_copy(update={"seed": run_seed})
     data_cfg = resolved.data.model_dump(mode="json", exclude_none=True)
     data_seed = resolved.data.seed if resolved.data.seed is not None else run_seed
-    data, h0, base_accuracy, proxy, proxy_baseline = _prepared(
+    data, h0, base_accuracy, proxy, proxy_baseline, proxy_p = _prepared(
         json.dumps(data_cfg, sort_keys=True), data_seed, resolved.model.C
     )
     built: list[tuple[Any, str, Any]] = []  # (spec, identity, strategy or the setup error)
@@ -168,50 +192,57 @@ def run_scenario(
         ],
         "auditor_enabled": resolved.auditor.enabled,
     }
+    if proxy_p is not None and any(s.strategy.kind in PROXY_KINDS for s in resolved.developers):
+        # the evaluator's proxy-prior ceiling needs the prior an attacker starts from
+        header["proxy_probabilities"] = [float(x) for x in proxy_p]
     runlog = RunLog(log_path, header=header, clock=lambda: env.now)
-    audit = AuditSet.from_arrays(data.protected, data.public.audit.labels)
-    compliance = Compliance(
-        env,
-        policy=resolved.compliance.build_policy(),
-        audit=audit,
-        rng=rng_for(run_seed, "compliance"),
-        log=runlog.logger("compliance"),
-        answer_hours=resolved.compliance.answer_hours,
-        latency=resolved.compliance.latency_hours,
-        on_alert=resolved.auditor.on_alert,
-        keep_predictions=resolved.auditor.enabled,
-    )
-    evaluator = Evaluator(data.protected, runlog.logger("evaluator"), keep=runlog.add_array)
-    for spec, identity, strategy in built:
-        log = runlog.logger(identity)
-        if isinstance(strategy, str):
-            log.error("strategy_error", during="setup", error=strategy)
-            continue
-        developer = Developer(
+    try:
+        audit = AuditSet.from_arrays(data.protected, data.public.audit.labels)
+        compliance = Compliance(
             env,
-            identity=identity,
-            organization=spec.organization,
-            strategy=strategy,
-            compliance=compliance.mailbox,
-            log=log,
-            on_estimate=evaluator,
-            timeout_hours=spec.timeout_hours,
-            retry_rate_limited=spec.retry_rate_limited,
+            policy=resolved.compliance.build_policy(),
+            audit=audit,
+            rng=rng_for(run_seed, "compliance"),
+            log=runlog.logger("compliance"),
+            answer_hours=resolved.compliance.answer_hours,
             latency=resolved.compliance.latency_hours,
+            on_alert=resolved.auditor.on_alert,
+            keep_predictions=resolved.auditor.enabled,
         )
-        compliance.register(identity, spec.organization, developer.inbox)
-    if resolved.auditor.enabled:
-        Auditor(
-            env,
-            compliance=compliance,
-            detectors=resolved.auditor.detectors,
-            settings=resolved.auditor.settings(),
-            every_hours=resolved.auditor.every_hours,
-            recommended_action=resolved.auditor.on_alert,
-            log=runlog.logger("auditor"),
-        )
-    env.run(until=resolved.horizon_days * HOURS_PER_DAY)
-    runlog.logger("sim").info("horizon_reached")
-    summary = jsonable(summarize(read_log(log_path)))
+        evaluator = Evaluator(data.protected, runlog.logger("evaluator"), keep=runlog.add_array)
+        for spec, identity, strategy in built:
+            log = runlog.logger(identity)
+            if isinstance(strategy, str):
+                log.error("strategy_error", during="setup", error=strategy)
+                continue
+            developer = Developer(
+                env,
+                identity=identity,
+                organization=spec.organization,
+                strategy=strategy,
+                compliance=compliance.mailbox,
+                log=log,
+                on_estimate=evaluator,
+                timeout_hours=spec.timeout_hours,
+                retry_rate_limited=spec.retry_rate_limited,
+                latency=resolved.compliance.latency_hours,
+            )
+            compliance.register(identity, spec.organization, developer.inbox)
+        if resolved.auditor.enabled:
+            Auditor(
+                env,
+                compliance=compliance,
+                detectors=resolved.auditor.detectors,
+                settings=resolved.auditor.settings(),
+                every_hours=resolved.auditor.every_hours,
+                recommended_action=resolved.auditor.on_alert,
+                log=runlog.logger("auditor"),
+            )
+        env.run(until=resolved.horizon_days * HOURS_PER_DAY)
+        runlog.logger("sim").info("horizon_reached")
+        summary = jsonable(summarize(read_log(log_path)))
+    except BaseException:
+        runlog.abort()
+        raise
     runlog.close(summary)  # the stored summary has no path in it: the file is location-free
     return RunResult({"log": str(log_path), **summary}, log_path)
