@@ -2,10 +2,17 @@
 
 Subcommands:
 
-``run FILE [--seed N] [--set key.path=value ...] [--json] [--log-dir DIR]``
-    Run one scenario; print its summary as a table (or JSON) and the log's path.
+``run FILE [--seed N] [--set key.path=value ...] [--json] [--log-dir DIR] [--workers W]``
+    Run one scenario; print its summary as a table (or JSON) and the log's path (and the red
+    team's table, or ``red_team`` in the JSON, when the scenario has a ``red_team``).
+``redteam FILE [--seed N] [--set key.path=value ...] [--json] [--workers W] [--log-dir DIR]``
+    Run every applicable attack of the library against the scenario's policy, each in its own
+    world, and name the strongest (see :mod:`biasleak.sim.redteam`). ``run`` of a scenario with a
+    ``red_team`` prints the red team's table too.
 ``compare FILE... [--seeds K] [--csv PATH] [--json]``
-    Run several scenarios (K seeds each) and print leakage and utility side by side.
+    Run several scenarios (K seeds each) and print leakage and utility side by side, then per
+    policy the strongest attack (the red team's when the scenario has one, else among its own
+    attackers).
 ``replay LOG [--json]``
     Rebuild a run's summary from its log file alone and check it against the stored one.
 ``sweep FILE [--seeds K] [--workers W] [--executor process|dask --address HOST:PORT] [--out DIR]``
@@ -64,6 +71,18 @@ def _epsilons(text: str) -> list[float]:
     return out
 
 
+def _add_overrides(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """The repeatable ``--set KEY.PATH=VALUE`` option of the commands that read scenarios."""
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help=help_text,
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="biasleak",
@@ -77,27 +96,28 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one scenario file")
     run.add_argument("file", help="scenario YAML file")
     run.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
-    run.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY.PATH=VALUE",
-        help="override any key (repeatable)",
-    )
+    _add_overrides(run, "override any key (repeatable)")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     run.add_argument("--log-dir", default="logs", help="where run logs go (default: logs)")
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="parallel red-team worlds, for a scenario with red_team (default 1)",
+    )
+    redteam = sub.add_parser(
+        "redteam", help="run every applicable attack against a scenario's policy"
+    )
+    redteam.add_argument("file", help="scenario YAML file")
+    redteam.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
+    _add_overrides(redteam, "override any key (repeatable)")
+    redteam.add_argument("--json", action="store_true", help="print the result as JSON")
+    redteam.add_argument("--workers", type=int, default=1, help="parallel worlds (default 1)")
+    redteam.add_argument("--log-dir", default="logs", help="where run logs go (default: logs)")
     compare = sub.add_parser("compare", help="run scenarios side by side")
     compare.add_argument("files", nargs="+", help="scenario YAML files")
     compare.add_argument("--seeds", type=int, default=1, help="seeds per scenario (default 1)")
-    compare.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY.PATH=VALUE",
-        help="override a key in every scenario",
-    )
+    _add_overrides(compare, "override a key in every scenario")
     compare.add_argument("--csv", default=None, help="also write one row per run to this CSV")
     compare.add_argument("--json", action="store_true", help="print the rows as JSON")
     compare.add_argument("--log-dir", default="logs", help="where run logs go (default: logs)")
@@ -107,14 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     sweep = sub.add_parser("sweep", help="run a scenario over a grid of variations and seeds")
     sweep.add_argument("file", help="scenario YAML file (its grid: is used)")
     sweep.add_argument("--seeds", type=int, default=None, help="seeds per grid point")
-    sweep.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY.PATH=VALUE",
-        help="override a key (repeatable)",
-    )
+    _add_overrides(sweep, "override a key (repeatable)")
     sweep.add_argument("--workers", type=int, default=1, help="parallel runs (default 1)")
     sweep.add_argument("--executor", choices=("process", "dask"), default="process")
     sweep.add_argument(
@@ -281,10 +294,57 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _fail(err.problems)
     except ValueError as err:  # data that cannot be loaded as configured
         return _fail([f"{args.file}: {err}"])
+    red = None
+    if scenario.red_team is not None:
+        from biasleak.sim.redteam import format_red_team, run_red_team
+        from biasleak.sim.sweep import close_executor, make_executor
+
+        if args.workers < 1:
+            return _fail([f"--workers must be >= 1; received {args.workers}"])
+        executor = make_executor("process", workers=args.workers)[0] if args.workers > 1 else None
+        try:
+            red = run_red_team(scenario, seed=args.seed, log_dir=args.log_dir, executor=executor)
+        finally:
+            close_executor(executor)
     if args.json:
-        print(dumps(result.summary))
+        shown = result.summary if red is None else {**result.summary, "red_team": red.to_json()}
+        print(dumps(shown))
     else:
         print(format_run(result.summary))
+        if red is not None:
+            print()
+            print(format_red_team(red))
+    return 0
+
+
+def cmd_redteam(args: argparse.Namespace) -> int:
+    """``biasleak redteam``."""
+    from biasleak.sim.redteam import format_red_team, run_red_team
+    from biasleak.sim.runlog import dumps
+    from biasleak.sim.scenario import ScenarioError, load_scenario
+    from biasleak.sim.sweep import close_executor, make_executor
+
+    problems = []
+    if args.workers < 1:
+        problems.append(f"--workers must be >= 1; received {args.workers}")
+    if args.seed is not None and args.seed < 0:
+        problems.append(f"--seed must be >= 0; received {args.seed}")
+    if problems:
+        return _fail(problems)
+    try:
+        scenario = load_scenario(args.file, overrides=args.overrides)
+        executor = None
+        if args.workers > 1:
+            executor, _ = make_executor("process", workers=args.workers)
+        try:
+            result = run_red_team(scenario, seed=args.seed, log_dir=args.log_dir, executor=executor)
+        finally:
+            close_executor(executor)
+    except ScenarioError as err:
+        return _fail(err.problems)
+    except ValueError as err:
+        return _fail([f"{args.file}: {err}"])
+    print(dumps(result.to_json()) if args.json else format_red_team(result))
     return 0
 
 
@@ -292,6 +352,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """``biasleak compare``."""
     import csv
 
+    from biasleak.sim.redteam import (
+        format_strongest,
+        run_red_team,
+        scenario_attacks,
+        strongest_over_runs,
+    )
     from biasleak.sim.runlog import dumps
     from biasleak.sim.scenario import ScenarioError, load_scenario
     from biasleak.sim.tables import aggregate, compare_rows, format_compare
@@ -304,13 +370,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
     except ScenarioError as err:
         return _fail(err.problems)
     results = []
+    strongest = []
     for scenario in scenarios:
+        attacks = []  # per seed, the attack records the verdict rests on
         for k in range(args.seeds):
             try:
                 result = run_scenario(scenario, seed=scenario.seed + k, log_dir=args.log_dir)
+                if scenario.red_team is not None:
+                    red = run_red_team(scenario, seed=scenario.seed + k, log_dir=args.log_dir)
+                    attacks.append(red.attacks)
+                else:
+                    attacks.append(scenario_attacks(result.summary))
             except ValueError as err:
                 return _fail([f"{scenario.name}: {err}"])
             results.append((scenario.name, result.summary))
+        source = "red team" if scenario.red_team is not None else "scenario"
+        strongest.append(strongest_over_runs(scenario.name, attacks, source=source))
     rows = compare_rows(results)
     if args.csv:
         with open(args.csv, "w", newline="", encoding="utf-8") as fh:
@@ -318,9 +393,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
             writer.writeheader()
             writer.writerows(rows)
     if args.json:
-        print(dumps({"runs": rows, "aggregate": aggregate(rows)}))
+        print(dumps({"runs": rows, "aggregate": aggregate(rows), "strongest": strongest}))
     else:
         print(format_compare(aggregate(rows)))
+        print()
+        print(format_strongest(strongest))
         if args.csv:
             print(f"rows: {args.csv}")
     return 0
@@ -490,6 +567,7 @@ def cmd_schema(_args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "run": cmd_run,
+    "redteam": cmd_redteam,
     "sweep": cmd_sweep,
     "report": cmd_report,
     "paper": cmd_paper,

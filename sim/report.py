@@ -32,8 +32,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from biasleak.sim.redteam import strongest_over_runs
 from biasleak.sim.runlog import read_log
-from biasleak.sim.sweep import SWEEP_FILE, iter_rows
+from biasleak.sim.scenario import NOT_ATTACKS
+from biasleak.sim.sweep import RED_TEAM_PREFIX, SWEEP_FILE, iter_rows
 
 __all__ = ["PAPER", "PAPER_FILES", "batch_errors", "write_report"]
 
@@ -192,6 +194,8 @@ def _grid_keys(rows: list[dict[str, Any]]) -> list[str]:
         for key in row:
             if key in SUMMARY_KEYS or key in keys or (devs and key.startswith(devs)):
                 continue
+            if key.startswith(RED_TEAM_PREFIX):
+                continue
             keys.append(key)
     return keys
 
@@ -200,7 +204,11 @@ def _developers(rows: list[dict[str, Any]]) -> list[str]:
     devs: list[str] = []
     for row in rows:
         for key in row:
-            if key.endswith(".leakage") and not key.startswith("compliance."):
+            if (
+                key.endswith(".leakage")
+                and not key.startswith("compliance.")
+                and not key.startswith(RED_TEAM_PREFIX)
+            ):
                 ident = key[: -len(".leakage")]
                 if ident not in devs:
                     devs.append(ident)
@@ -268,11 +276,13 @@ def _sweep_report(outs: list[str | Path], to: Path) -> str:
     lines = [f"# Sweep report: {header.get('scenario')}", ""]
     lines.append(f"{len(rows)} finished runs from {', '.join(str(o) for o in outs)}.")
     lines += ["", "## Leakage and utility", ""]
+    ceilings = any(r.get(f"{d}.leakage_ceiling") is not None for r in rows for d in devs)
     cols = [
         *keys,
         "developer",
         "runs",
         "leakage %",
+        *(["ceiling %"] if ceilings else []),
         "proxy-only %",
         "refused %",
         "median \\|err\\|",
@@ -282,6 +292,8 @@ def _sweep_report(outs: list[str | Path], to: Path) -> str:
     lines.append("| " + " | ".join(cols) + " |")
     lines.append("|" + "---|" * len(cols))
     points = []
+    ceiling_points: list[tuple[float, float | None]] = []
+    verdicts: list[tuple[list[Any], int, dict[str, Any]]] = []
 
     def order(item: tuple[tuple[Any, ...], Any]) -> list[tuple[float, str]]:
         return [
@@ -308,18 +320,29 @@ def _sweep_report(outs: list[str | Path], to: Path) -> str:
                 if r.get(f"{dev}.deployed_agrees") is not None
             ]
             honest_err = _stat(_num(r.get(f"{dev}.metric_error")) for r in rs)
+            ceiling = _stat(_num(r.get(f"{dev}.leakage_ceiling")) for r in rs)
             lines.append(
                 "| " + " | ".join(str(v) for v in values) + f" | {dev} | {len(rs)} | "
-                f"{_fmt(leak[0], leak[1])} | {_fmt(proxy[0], proxy[1])} | "
+                f"{_fmt(leak[0], leak[1])} | "
+                + (f"{_fmt(ceiling[0], ceiling[1])} | " if ceilings else "")
+                + f"{_fmt(proxy[0], proxy[1])} | "
                 f"{_fmt(refused[0], refused[1])} | {_fmt(err[0], err[1], 4)} | "
                 + (f"{100 * sum(bool(a) for a in agree) / len(agree):.0f}%" if agree else "-")
                 + f" | {_fmt(honest_err[0], honest_err[1], 4)} |"
             )
             if leak[0] is not None and err[0] is not None:
                 worst = max(worst or (leak[0], err[0]), (leak[0], err[0]))
+        verdict = _strongest(rs, devs)
+        verdicts.append((values, len(rs), verdict))
+        red_leak = verdict["leakage"] if verdict["source"] == "red team" else None
+        err = _stat(_num(r.get("compliance.median_abs_error")) for r in rs)
+        if red_leak is not None and err[0] is not None:
+            worst = max(worst or (red_leak, err[0]), (red_leak, err[0]))
         if worst is not None:  # a policy is as leaky as the strongest attack against it
             points.append((worst[1], worst[0], json.dumps(values)))
-    figures = _sweep_figures(rows, keys, points, to)
+            ceiling_points.append((worst[1], verdict["leakage_ceiling"]))
+    lines += _strongest_table(keys, verdicts)
+    figures = _sweep_figures(rows, keys, points, to, ceiling_points)
     if figures:
         lines += ["", "## Figures", ""]
         lines += [f"![{name}]({name})" for name in figures if name.endswith(".png")]
@@ -334,6 +357,71 @@ def _sweep_report(outs: list[str | Path], to: Path) -> str:
         "```",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _strongest(rs: list[dict[str, Any]], devs: list[str]) -> dict[str, Any]:
+    """The strongest attack of one grid point over its runs: the red team's when the runs have
+    one, else among the scenario's attackers (developers that are not honest)."""
+    red = [r for r in rs if r.get(f"{RED_TEAM_PREFIX}strongest") is not None]
+    runs: list[list[dict[str, Any]]] = []
+    if red:
+        for r in red:
+            kinds = {
+                key[len(RED_TEAM_PREFIX) : -len(".leakage")]
+                for key in r
+                if key.startswith(RED_TEAM_PREFIX)
+                and key.endswith(".leakage")
+                and not key.startswith(f"{RED_TEAM_PREFIX}strongest")
+            }
+            runs.append(
+                [
+                    {
+                        "kind": kind,
+                        "leakage": _num(r.get(f"{RED_TEAM_PREFIX}{kind}.leakage")),
+                        "revealed": _num(r.get(f"{RED_TEAM_PREFIX}{kind}.revealed")),
+                        "leakage_ceiling": _num(r.get(f"{RED_TEAM_PREFIX}{kind}.leakage_ceiling")),
+                    }
+                    for kind in sorted(kinds)
+                ]
+            )
+        return strongest_over_runs("", runs, source="red team")
+    for r in rs:
+        strategies = {d.get("id"): d.get("strategy") for d in _header([r]).get("developers", [])}
+        runs.append(
+            [
+                {
+                    "kind": strategies.get(dev),
+                    "name": f"{dev} ({strategies.get(dev)})",
+                    "leakage": _num(r.get(f"{dev}.leakage")),
+                    "revealed": _num(r.get(f"{dev}.revealed")),
+                    "leakage_ceiling": _num(r.get(f"{dev}.leakage_ceiling")),
+                }
+                for dev in devs
+                if strategies.get(dev) is not None and strategies.get(dev) not in NOT_ATTACKS
+            ]
+        )
+    return strongest_over_runs("", runs, source="scenario")
+
+
+def _strongest_table(
+    keys: list[str], verdicts: list[tuple[list[Any], int, dict[str, Any]]]
+) -> list[str]:
+    """Per grid point (policy), the strongest attack's name and leakage, the ceiling beside."""
+    cols = [*keys, "runs", "attacks of", "strongest attack", "leakage %", "ceiling %"]
+    lines = ["", "## Strongest attack per policy", ""]
+    lines.append("| " + " | ".join(cols) + " |")
+    lines.append("|" + "---|" * len(cols))
+    for values, runs, v in verdicts:
+        lines.append(
+            "| "
+            + " | ".join(str(x) for x in values)
+            + (" | " if values else "")
+            + f"{runs} | {v['source']} | {v['attack'] or '-'} | "
+            f"{_fmt(v['leakage'], v['leakage_sd'])} | "
+            + ("-" if v["leakage_ceiling"] is None else f"{v['leakage_ceiling']:.1f}")
+            + " |"
+        )
+    return lines
 
 
 def _scatter_points(ax: Any, points: list[tuple[float, float, str]], keys: list[str]) -> None:
@@ -400,6 +488,7 @@ def _sweep_figures(
     keys: list[str],
     points: list[tuple[float, float, str]],
     to: Path,
+    ceilings: list[tuple[float, float | None]] | None = None,
 ) -> list[str]:
     plt = _plt()
     if plt is None:
@@ -410,6 +499,16 @@ def _sweep_figures(
         _scatter_points(ax, points, keys)
         front = _pareto(points)
         ax.plot([p[0] for p in front], [p[1] for p in front], color="tab:red", label="Pareto front")
+        shown = [(x, c) for x, c in ceilings or [] if c is not None]
+        if shown:  # the bound the privacy loss proves, beside the measured leakage
+            ax.scatter(
+                [x for x, _ in shown],
+                [c for _, c in shown],
+                marker="_",
+                s=200,
+                color="black",
+                label="leakage ceiling",
+            )
         ax.set_xscale("symlog", linthresh=1e-3)
         ax.legend()
     ax.set_xlabel("median |answered - exact| (compliance)")
@@ -431,7 +530,7 @@ def _sweep_figures(
             for dev in devs:
                 series = _series(row["log"], kind, dev)
                 if series:
-                    ax.step(  # markers: a run that decodes once has a single point
+                    (line,) = ax.step(  # markers: a run that decodes once has a single point
                         [s[0] for s in series],
                         [s[1] for s in series],
                         where="post",
@@ -439,6 +538,15 @@ def _sweep_figures(
                         markersize=3,
                         label=f"{dev}: {label}",
                     )
+                    ceiling = _num(row.get(f"{dev}.leakage_ceiling"))
+                    if ceiling is not None:  # the proven bound beside the measured leakage
+                        ax.axhline(
+                            ceiling,
+                            linestyle="--",
+                            linewidth=0.8,
+                            color=line.get_color(),
+                            label=f"{dev}: {label} ceiling",
+                        )
         ax.set_xlabel(xlabel)
         ax.set_ylabel("leakage (%)")
         ax.set_ylim(0, 100)
@@ -446,9 +554,11 @@ def _sweep_figures(
         names += _save(fig, to, name)
         plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 4.5))
+    drawn = False
     for label, row in list(first_by_combo.items())[:12]:
         series = _series(row["log"], "budget")
         if series:
+            drawn = True
             ax.step(
                 [s[0] for s in series],
                 [s[1] for s in series],
@@ -459,7 +569,8 @@ def _sweep_figures(
             )
     ax.set_xlabel("simulated hours")
     ax.set_ylabel("epsilon charged (all developers)")
-    ax.legend(fontsize=6)
+    if drawn:  # exact answers charge no finite epsilon: nothing to label
+        ax.legend(fontsize=6)
     names += _save(fig, to, "budget_over_time")
     plt.close(fig)
     return names

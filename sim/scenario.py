@@ -42,11 +42,13 @@ from biasleak.agents.compliance import ALERT_REACTIONS
 from biasleak.agents.strategies import STRATEGIES
 from biasleak.mechanisms import policy as pol
 from biasleak.mechanisms.metrics import METRICS
-from biasleak.mechanisms.release import BOUNDINGS, MECHANISMS
+from biasleak.mechanisms.release import BOUNDINGS, MECHANISMS, SAMPLERS
 from biasleak.mechanisms.sensitivity import SENSITIVITY_METRICS
 from biasleak.sim.runlog import jsonable
 
 __all__ = [
+    "ATTACK_KINDS",
+    "RedTeamConfig",
     "Scenario",
     "ScenarioError",
     "apply_overrides",
@@ -209,12 +211,27 @@ class NoiseStage(Strict):
     delta: float = Field(0.0, ge=0.0, lt=1.0)
     per: Literal["model", "batch"] = "model"
     bounding: Literal[BOUNDINGS] = "raw"  # type: ignore[valid-type]
+    sampler: Literal[SAMPLERS] = Field(  # type: ignore[valid-type]
+        "safe",
+        description="safe: grid release with exactly sampled noise; naive: floating-point noise "
+        "(broken by the fp_probe attack; for demonstrations only)",
+    )
 
     @model_validator(mode="after")
     def _delta(self) -> NoiseStage:
         if self.mechanism in ("smooth_laplace", "gaussian") and math.isfinite(self.epsilon):
             if not 0.0 < self.delta < 1.0:
                 raise ValueError(f"mechanism {self.mechanism!r} needs 0 < delta < 1")
+        if (
+            self.bounding == "truncate"
+            and self.mechanism == "attribute_conceal"
+            and self.sampler == "safe"
+        ):
+            raise ValueError(
+                "bounding 'truncate' of attribute_conceal exists only with sampler 'naive' (no "
+                "exact sampler of the truncated Cauchy on the grid); use bounding 'clamp' (free "
+                "post-processing) or 'raw'"
+            )
         if self.bounding == "truncate" and self.mechanism in ("smooth_laplace", "gaussian"):
             raise ValueError(
                 f"bounding 'truncate' needs a pure eps-DP mechanism; {self.mechanism!r} has "
@@ -295,7 +312,7 @@ class ComplianceConfig(Strict):
             elif isinstance(s, BudgetStage):
                 budgets.append(pol.Budget(s.epsilon, s.delta, s.scope, s.composition))
             elif isinstance(s, NoiseStage):
-                noise = pol.Noise(s.mechanism, s.epsilon, s.delta, s.per, s.bounding)
+                noise = pol.Noise(s.mechanism, s.epsilon, s.delta, s.per, s.bounding, s.sampler)
             elif isinstance(s, MinSupportStage):
                 min_support = pol.MinSupport(s.k)
             elif isinstance(s, NearDuplicateStage):
@@ -341,6 +358,57 @@ class AuditorConfig(Strict):
         )
 
 
+# -- red team ------------------------------------------------------------------------------------
+
+NOT_ATTACKS = frozenset({"honest_selection"})
+"""Strategy kinds that do not try to reveal the protected attribute."""
+ATTACK_KINDS: tuple[str, ...] = tuple(k for k in STRATEGIES if k not in NOT_ATTACKS)
+"""Every attack the library knows: the strategy registry without the honest strategies."""
+
+
+class RedTeamConfig(Strict):
+    """The red team: every attack of the library, each as its own developer against the policy.
+
+    ``attacks: all`` (the default) takes every kind of :data:`ATTACK_KINDS`; a list names some.
+    """
+
+    attacks: Literal["all"] | list[Literal[ATTACK_KINDS]] = Field(  # type: ignore[valid-type]
+        "all", description="'all', or a list of attack kinds (strategy kinds but honest ones)"
+    )
+
+    @field_validator("attacks", mode="before")
+    @classmethod
+    def _kinds(cls, value: Any) -> Any:
+        allowed = list(ATTACK_KINDS)
+        if isinstance(value, str):
+            if value != "all":
+                raise ValueError(
+                    "attacks must be 'all' or a list of attack kinds"
+                    + _hint(value, ["all", *allowed])
+                )
+            return value
+        if not isinstance(value, list) or not value:
+            raise ValueError(
+                f"attacks must be 'all' or a non-empty list of attack kinds from {allowed}; "
+                f"received {value!r}"
+            )
+        problems = []
+        for item in value:
+            if item not in allowed:
+                why = "honest, not an attack" if item in NOT_ATTACKS else "unknown attack kind"
+                problems.append(f"{why} {item!r}{_hint(item, allowed)}")
+        if problems:
+            raise ValueError("; ".join(problems) + f"; allowed attack kinds: {allowed}")
+        repeated = sorted({k for k in value if value.count(k) > 1})
+        if repeated:
+            raise ValueError(f"attacks lists a kind twice: {repeated}")
+        return value
+
+    def kinds(self) -> list[str]:
+        """The attack kinds to run, in registry order for ``all``."""
+        return list(ATTACK_KINDS) if self.attacks == "all" else list(self.attacks)
+
+
 class Scenario(Strict):
     """A whole scenario file."""
 
@@ -353,6 +421,11 @@ class Scenario(Strict):
     developers: list[DeveloperConfig] = Field(min_length=1)
     compliance: ComplianceConfig = Field(default_factory=ComplianceConfig)
     auditor: AuditorConfig = Field(default_factory=AuditorConfig)
+    red_team: RedTeamConfig | None = Field(
+        None,
+        description="run every applicable attack of the library against the policy (biasleak "
+        "redteam; biasleak run prints its table too)",
+    )
     grid: dict[str, list[Any] | int] | None = Field(
         None,
         description="variations for biasleak sweep: dotted key paths to lists of values, and "

@@ -21,7 +21,9 @@ a cluster. Results go to ``OUT/``:
 - ``results.csv`` (and ``results.parquet`` when pyarrow is installed): one tidy row per run with
   ``run_id``, ``seed``, ``status``, ``error``, every grid key under its dotted path, the proxy-only
   baseline, and for each developer ``<id>.leakage``, ``<id>.answered``, ``<id>.epsilon_spent``,
-  ... and the compliance team's ``compliance.*`` figures;
+  ... and the compliance team's ``compliance.*`` figures; for a scenario with a ``red_team``,
+  the red team's strongest attack and each attack's leakage under ``redteam.*`` (the red team
+  runs inside the sweep's task, its worlds' logs in ``logs/redteam/``);
 - ``logs/``: every run's log;
 - ``sweep.json``: the scenario file, seed count and ``--set`` overrides the sweep was run with
   (reports print the command that remakes the folder from it).
@@ -60,6 +62,7 @@ __all__ = [
     "Task",
     "close_executor",
     "expand",
+    "flatten_red_team",
     "make_executor",
     "run_sweep",
 ]
@@ -169,6 +172,26 @@ def flatten(summary: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+RED_TEAM_PREFIX = "redteam."
+"""Sweep columns of a scenario's red team start with this."""
+
+
+def flatten_red_team(result: dict[str, Any]) -> dict[str, Any]:
+    """A red team's result (:meth:`~biasleak.sim.redteam.RedTeamResult.to_json`) as columns:
+    ``redteam.strongest`` (its kind), ``redteam.strongest.leakage`` (and ``.revealed``,
+    ``.leakage_ceiling``), and per applicable attack ``redteam.<kind>.leakage`` (and
+    ``.revealed``, ``.leakage_ceiling``)."""
+    best = result.get("strongest") or {}
+    row: dict[str, Any] = {f"{RED_TEAM_PREFIX}strongest": best.get("kind")}
+    for key in ("leakage", "revealed", "leakage_ceiling"):
+        row[f"{RED_TEAM_PREFIX}strongest.{key}"] = best.get(key)
+    for record in result.get("attacks", []):
+        if record.get("applicable"):
+            for key in ("leakage", "revealed", "leakage_ceiling"):
+                row[f"{RED_TEAM_PREFIX}{record['kind']}.{key}"] = record.get(key)
+    return row
+
+
 def run_task(task: Task, log_dir: str) -> dict[str, Any]:
     """Run one task (in a worker); never raises: a failure becomes a row with its error."""
     from biasleak.sim.world import run_scenario
@@ -184,6 +207,15 @@ def run_task(task: Task, log_dir: str) -> dict[str, Any]:
             log_name=f"{scenario.name}-{task.run_id}",
         )
         row.update(status="ok", error="", log=str(result.log_path), **flatten(result.summary))
+        if scenario.red_team is not None:
+            from biasleak.sim.redteam import run_red_team
+
+            red = run_red_team(
+                scenario,
+                seed=task.seed,
+                log_dir=Path(log_dir) / "redteam",
+            )
+            row.update(flatten_red_team(red.to_json()))
     except Exception as err:  # recorded, and the sweep goes on
         row.update(status="failed", error=f"{type(err).__name__}: {err}")
     row["wall_seconds"] = time.perf_counter() - start

@@ -175,3 +175,107 @@ def test_console_script_prints_version(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"biasleak {VERSION}\n"
+
+
+# -- red team --------------------------------------------------------------------------------------
+
+RED_TEAM = """\
+name: cli_red
+seed: 2
+horizon_days: 10
+data: {dataset: synthetic, n: 50, minority: 8}
+developers:
+  - {id: alice, organization: shop, strategy: {kind: honest_selection, candidates: 3}}
+  - {id: mallory, organization: acme, strategy: {kind: single_query}}
+compliance:
+  metrics: [sp]
+  policy:
+    - {kind: rate_limit, per_day: 10000}
+red_team: {attacks: [single_query, full_rank, eo_reveal]}
+"""
+
+
+def _red_file(tmp_path: Path, text: str = RED_TEAM) -> Path:
+    path = tmp_path / "red.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_redteam_json_names_the_strongest_attack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _red_file(tmp_path)
+    args = ["redteam", str(path), "--json", "--log-dir", str(tmp_path / "logs")]
+    assert main(args) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["scenario"] == "cli_red" and result["seed"] == 2
+    records = {r["kind"]: r for r in result["attacks"]}
+    assert list(records) == ["single_query", "full_rank", "eo_reveal"]
+    assert records["eo_reveal"]["applicable"] is False
+    assert "'eo'" in records["eo_reveal"]["reason"]
+    top = max(r["leakage"] for r in records.values() if r["applicable"])
+    assert result["strongest"]["leakage"] == top == 100.0  # exact answers: full rank
+    assert result["strongest"]["kind"] == "full_rank"
+    assert set(result["strongest"]) == {"kind", "leakage", "revealed", "leakage_ceiling"}
+    for kind in ("single_query", "full_rank"):
+        assert Path(records[kind]["log"]).is_file()
+    # --seed and --workers give the same verdict
+    args += ["--seed", "2", "--workers", "2"]
+    assert main(args) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["strongest"] == result["strongest"]
+
+
+def test_redteam_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _red_file(tmp_path)
+    assert main(["redteam", str(path), "--workers", "0"]) == 2
+    assert "--workers must be >= 1" in capsys.readouterr().err
+    assert main(["redteam", str(path), "--set", "red_team.attacks=[ful_rank]"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown attack kind 'ful_rank'" in err and "did you mean 'full_rank'?" in err
+
+
+def test_run_of_a_red_team_scenario_prints_the_red_team(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _red_file(tmp_path)
+    assert main(["run", str(path), "--log-dir", str(tmp_path / "logs")]) == 0
+    out = capsys.readouterr().out
+    assert "scenario cli_red (seed 2)" in out
+    assert "red team of scenario cli_red (seed 2)" in out
+    assert "strongest attack: full_rank, leakage 100.0%" in out
+    assert main(["run", str(path), "--json", "--log-dir", str(tmp_path / "logs")]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["red_team"]["strongest"]["kind"] == "full_rank"
+    assert set(shown["developers"]) == {"alice", "mallory"}
+
+
+def test_compare_shows_the_strongest_attack_per_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    red = _red_file(tmp_path)
+    own = tmp_path / "own.yaml"
+    own.write_text(
+        RED_TEAM.replace("name: cli_red", "name: cli_own")
+        .replace("red_team: {attacks: [single_query, full_rank, eo_reveal]}\n", "")
+        .replace(
+            "  - {id: mallory, organization: acme, strategy: {kind: single_query}}\n",
+            "  - {id: mallory, organization: acme, strategy: {kind: single_query}}\n"
+            "  - {id: eve, organization: other, strategy: {kind: full_rank}}\n",
+        ),
+        encoding="utf-8",
+    )
+    logs = str(tmp_path / "logs")
+    assert main(["compare", str(red), str(own), "--log-dir", logs]) == 0
+    out = capsys.readouterr().out
+    assert "strongest attack per policy" in out
+    lines = out.splitlines()
+    red_line = next(line for line in lines if line.startswith("cli_red ") and "red team" in line)
+    own_line = next(line for line in lines if line.startswith("cli_own ") and "scenario" in line)
+    assert "full_rank" in red_line and "100.0 ± 0.0" in red_line
+    assert "eve (full_rank)" in own_line and "100.0 ± 0.0" in own_line
+    assert main(["compare", str(red), str(own), "--json", "--log-dir", logs]) == 0
+    rows = {r["scenario"]: r for r in json.loads(capsys.readouterr().out)["strongest"]}
+    assert rows["cli_red"]["attack"] == "full_rank" and rows["cli_red"]["source"] == "red team"
+    assert rows["cli_own"]["attack"] == "eve (full_rank)"
+    assert rows["cli_own"]["source"] == "scenario" and rows["cli_own"]["leakage"] == 100.0

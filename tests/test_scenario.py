@@ -369,6 +369,22 @@ ERROR_CASES = [
         ["'truncate'", "'gaussian'", "'clamp'"],
     ),
     (
+        "truncate of attribute_conceal with the safe sampler",
+        "mechanism: attribute_conceal, epsilon: 0.05",
+        "mechanism: attribute_conceal, epsilon: 0.05, bounding: truncate",
+        "compliance.policy.2",
+        ("bounding: truncate",),
+        ["'truncate'", "attribute_conceal", "'naive'", "'clamp'"],
+    ),
+    (
+        "unknown sampler",
+        "mechanism: attribute_conceal, epsilon: 0.05",
+        "mechanism: attribute_conceal, epsilon: 0.05, sampler: float",
+        "compliance.policy.2.sampler",
+        ("sampler: float",),
+        ["'float'", "'safe'", "'naive'"],
+    ),
+    (
         "advanced composition with delta 0",
         "epsilon: 10.0, scope: organization}",
         "epsilon: 10.0, scope: organization, composition: advanced}",
@@ -760,3 +776,61 @@ name: quickstart
         ("metrics: [sp, abs_sp, eo, abs_eo]", "metrics: [abs_sp, sp, eo, abs_eo]"),
     ]:
         assert scenario_hash(parse_scenario(_edit(MINIMAL, old, new))) != digest, old
+
+
+# -- red team ------------------------------------------------------------------------------------
+
+
+def test_attack_kinds_are_the_registry_without_honest_strategies() -> None:
+    from biasleak.sim.scenario import ATTACK_KINDS
+
+    assert set(ATTACK_KINDS) == set(STRATEGIES) - {"honest_selection"}
+    assert list(ATTACK_KINDS) == [k for k in STRATEGIES if k != "honest_selection"]
+
+
+@pytest.mark.parametrize(
+    ("red_team", "kinds"),
+    [
+        ("red_team: {attacks: all}", "all"),
+        ("red_team: {}", "all"),
+        ("red_team: {attacks: [full_rank, sybil]}", ["full_rank", "sybil"]),
+    ],
+)
+def test_red_team_accepts_all_or_a_list_of_attack_kinds(
+    red_team: str, kinds: str | list[str]
+) -> None:
+    from biasleak.sim.scenario import ATTACK_KINDS
+
+    scenario = parse_scenario(GOOD + red_team + "\n")
+    assert scenario.red_team is not None
+    assert scenario.red_team.attacks == kinds
+    expected = list(ATTACK_KINDS) if kinds == "all" else kinds
+    assert scenario.red_team.kinds() == expected
+    assert parse_scenario(GOOD).red_team is None
+
+
+@pytest.mark.parametrize(
+    ("red_team", "words"),
+    [
+        ("red_team: {attacks: [ful_rank]}", ["unknown attack kind 'ful_rank'", "'full_rank'?"]),
+        ("red_team: {attacks: al}", ["'all' or a list of attack kinds", "did you mean 'all'?"]),
+        ("red_team: {attacks: [honest_selection]}", ["honest, not an attack"]),
+        ("red_team: {attacks: []}", ["non-empty list"]),
+        ("red_team: {attacks: [sybil, sybil]}", ["lists a kind twice: ['sybil']"]),
+        ("red_team: {attacks: 3}", ["'all' or a non-empty list"]),
+        ("red_team: {atacks: all}", ["unknown key 'atacks'", "did you mean 'attacks'?"]),
+    ],
+)
+def test_red_team_errors_name_the_allowed_kinds(
+    tmp_path: Path, red_team: str, words: list[str]
+) -> None:
+    text = GOOD + red_team + "\n"
+    path = _write(tmp_path, text)
+    (problem,) = _problems(path)
+    line, key_path, message = _split(problem, path)
+    assert line == text.splitlines().index(red_team) + 1
+    assert key_path.startswith("red_team.")
+    for word in words:
+        assert word in message, message
+    if "unknown attack kind" in message or "honest" in message:
+        assert "allowed attack kinds: ['single_query'" in message

@@ -604,7 +604,8 @@ def test_sweep_report_table_and_figures(serial: tuple[Path, SweepResult]) -> Non
     assert "8 finished runs" in text
     header, table = _table(text, GRID_KEYS[1])
     assert header[:4] == [GRID_KEYS[1], "data.n", "developer", "runs"]
-    assert header[4:6] == ["leakage %", "proxy-only %"]
+    # the ceiling the privacy loss proves sits beside the measured leakage
+    assert header[4:7] == ["leakage %", "ceiling %", "proxy-only %"]
     assert len(table) == 4  # one per grid point and developer
     rows = _csv(result.out)
     for cells in table:
@@ -614,6 +615,7 @@ def test_sweep_report_table_and_figures(serial: tuple[Path, SweepResult]) -> Non
         assert line["developer"] == "mallory"
         assert line["runs"] == "2"
         assert line["leakage %"] == _fmt([float(r["mallory.leakage"]) for r in point])
+        assert line["ceiling %"] == _fmt([float(r["mallory.leakage_ceiling"]) for r in point])
         assert line["proxy-only %"] == _fmt([float(r["proxy_baseline_leakage"]) for r in point])
     assert [c[:2] for c in table] == [["10.0", "60"], ["10.0", "80"], ["inf", "60"], ["inf", "80"]]
     for name in ("leakage_vs_utility", "leakage_over_time", "recovery_vs_queries"):
@@ -1089,3 +1091,65 @@ def test_paper_figure_reports(tmp_path: Path) -> None:
     # a table whose cells the runs do not cover: headers only, no paragraph
     text = write_report(fig3.out, paper="table4", to=tmp_path / "r4").read_text(encoding="utf-8")
     assert text.startswith("# Table 4: German credit\n") and "Where we agree" not in text
+
+
+RED_SWEEP = """\
+name: red_sweep
+seed: 4
+horizon_days: 5
+data: {dataset: synthetic, n: 60, minority: 10}
+developers:
+  - id: mallory
+    organization: acme
+    strategy: {kind: single_query}
+compliance:
+  metrics: [sp]
+  policy:
+    - {kind: rate_limit, per_day: 10000}
+red_team: {attacks: [single_query, full_rank]}
+grid:
+  compliance.policy.0.per_day: [5000, 10000]
+"""
+
+
+def test_sweep_of_a_red_team_scenario_reports_the_strongest_attack(tmp_path: Path) -> None:
+    path = _write(tmp_path, RED_SWEEP)
+    result = run_sweep(path, out=tmp_path / "out", progress=None)
+    assert result.ok == 2
+    for row in result.rows:
+        # exact answers: full rank reveals all 60 people, one targeted query does not
+        assert row["redteam.strongest"] == "full_rank"
+        assert row["redteam.strongest.leakage"] == row["redteam.full_rank.leakage"] == 100.0
+        assert row["redteam.single_query.leakage"] < 100.0
+        assert row["redteam.full_rank.revealed"] == 60
+    assert list((tmp_path / "out" / "logs" / "redteam").glob("*.jsonl"))
+    text = write_report(result.out).read_text(encoding="utf-8")
+    header, table = _table(text, "compliance.policy.0.per_day")
+    assert "redteam.strongest" not in header  # red-team columns are not grid keys
+    assert [c[1] for c in table] == ["mallory", "mallory"]  # nor developers
+    assert "## Strongest attack per policy" in text
+    strongest = text.split("## Strongest attack per policy", 1)[1]
+    head, rows = _table(strongest, "compliance.policy.0.per_day")
+    assert head[1:5] == ["runs", "attacks of", "strongest attack", "leakage %"]
+    assert [r[:5] for r in rows] == [
+        ["5000", "1", "red team", "full_rank", "100.0 ± 0.0"],
+        ["10000", "1", "red team", "full_rank", "100.0 ± 0.0"],
+    ]
+
+
+def test_report_names_the_strongest_of_the_scenarios_own_attackers(tmp_path: Path) -> None:
+    two = TINY.replace(
+        "compliance:",
+        "  - id: eve\n    organization: other\n    strategy: {kind: full_rank}\ncompliance:",
+    )
+    path = _write(tmp_path, two + "grid:\n  compliance.policy.0.epsilon: [.inf]\n")
+    result = run_sweep(path, out=tmp_path / "out", progress=None)
+    text = write_report(result.out).read_text(encoding="utf-8")
+    strongest = text.split("## Strongest attack per policy", 1)[1]
+    _, rows = _table(strongest, "compliance.policy.0.epsilon")
+    (row,) = rows
+    leak = {d: result.rows[0][f"{d}.leakage"] for d in ("mallory", "eve")}
+    best = max(leak, key=lambda d: leak[d])
+    kind = {"mallory": "compressed_sensing", "eve": "full_rank"}[best]
+    assert row[1:4] == ["1", "scenario", f"{best} ({kind})"]
+    assert row[4] == f"{leak[best]:.1f} ± 0.0"
