@@ -19,11 +19,13 @@ from typing import Any
 
 import pytest
 
+from biasleak.sim.redteam import run_red_team
 from biasleak.sim.scenario import load_scenario
 from biasleak.sim.world import run_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
+RED_TEAMS = [p for p in SCENARIOS if load_scenario(p).red_team is not None]
 GOLDEN = Path(__file__).resolve().parent / "golden"
 TOLERANT = {  # percentage points; people (1% of n = 1000)
     "leakage": 1.0,
@@ -90,6 +92,41 @@ def test_summary_matches_golden(path: Path, summaries: dict[str, dict[str, Any]]
     assert not problems, "\n".join(problems)
 
 
+@pytest.fixture(scope="module")
+def red_teams(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    out = {}
+    log_dir = tmp_path_factory.mktemp("redteam")
+    for path in RED_TEAMS:
+        result = run_red_team(load_scenario(path), log_dir=log_dir)
+        out[path.stem] = json.loads(json.dumps(result.to_json()))
+    return out
+
+
+def _red_team_digest(result: dict[str, Any]) -> dict[str, Any]:
+    """What a red team's golden file checks: the verdict and every attack's leakage."""
+    return {
+        "strongest": result["strongest"]["kind"] if result["strongest"] else None,
+        "attacks": {
+            r["kind"]: {"applicable": r["applicable"], "leakage": r.get("leakage")}
+            for r in result["attacks"]
+        },
+    }
+
+
+@pytest.mark.parametrize("path", RED_TEAMS, ids=lambda p: p.stem)
+def test_red_team_matches_golden(path: Path, red_teams: dict[str, dict[str, Any]]) -> None:
+    digest = _red_team_digest(red_teams[path.stem])
+    golden = GOLDEN / f"{path.stem}.redteam.json"
+    if os.environ.get("BIASLEAK_UPDATE_GOLDEN"):
+        golden.write_text(json.dumps(digest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    expected = json.loads(golden.read_text(encoding="utf-8"))
+    problems = _compare(digest, expected, f"{path.stem}.redteam")
+    assert not problems, "\n".join(problems)
+    # the verdict is the maximum over the applicable attacks
+    leaks = [a["leakage"] for a in digest["attacks"].values() if a["applicable"]]
+    assert digest["attacks"][digest["strongest"]]["leakage"] == max(leaks)
+
+
 def _dev(summaries: dict[str, dict[str, Any]], scenario: str, who: str) -> dict[str, Any]:
     return summaries[scenario]["developers"][who]
 
@@ -105,14 +142,17 @@ def test_exact_answers_leak_and_rate_limits_only_delay(summaries: dict[str, Any]
     assert limited["refused"].get("rate_limited", 0) > 0
 
 
-def test_noise_stops_the_attack_and_attribute_conceal_is_more_accurate(
+def test_noise_at_eps_02_per_model_does_not_stop_the_strongest_decoder(
     summaries: dict[str, Any],
 ) -> None:
     for name in ("cs_laplace", "cs_attribute_conceal"):
         mallory = _dev(summaries, name, "mallory")
         assert mallory["answered"] == 401
-        assert mallory["leakage"] < 60.0
         assert mallory["epsilon_spent"] == pytest.approx(0.2 * 401)
+        # eps 80 per person in all: the proven ceiling says nothing (100%), and the noise-aware
+        # decoder gets well past a coin flip, while exact answers give it everyone
+        assert mallory["leakage_ceiling"] == 100.0
+        assert 55.0 < mallory["leakage"] < _dev(summaries, "cs_no_defense", "mallory")["leakage"]
     lap = summaries["cs_laplace"]["compliance"]["median_abs_error"]
     ac = summaries["cs_attribute_conceal"]["compliance"]["median_abs_error"]
     assert 0 < ac < lap
@@ -200,4 +240,19 @@ def test_proxy_prior_is_not_worse_than_the_proxy_baseline(summaries: dict[str, A
     s = summaries["adaptive_proxy_prior"]
     assert s["proxy_baseline_leakage"] > 55.0
     assert s["developers"]["proxy"]["leakage"] >= s["proxy_baseline_leakage"] - 2.0
-    assert s["developers"]["plain"]["leakage"] < s["proxy_baseline_leakage"]
+    # Attribute-Conceal at eps 1 per model over 200 models is eps 200 per person: the noise-aware
+    # decoder gets well past a coin flip even without the proxy
+    assert s["developers"]["plain"]["leakage"] > 55.0
+
+
+def test_fp_probe_breaks_the_naive_sampler_only(summaries: dict[str, Any]) -> None:
+    naive = _dev(summaries, "fp_probe_naive", "mallory")
+    safe = _dev(summaries, "fp_probe", "mallory")
+    assert naive["epsilon_spent"] == safe["epsilon_spent"]  # same policy but for the sampler
+    n = summaries["fp_probe_naive"]["developers"]["mallory"]["answered"]
+    # the float sampler: most people revealed with certainty, and never a wrong certainty
+    assert naive["confident_wrong"] == 0 and naive["confident_right"] > 0.6 * n
+    assert naive["leakage"] > 85.0
+    # the grid sampler: nothing certain, leakage at chance
+    assert safe["confident_right"] + safe["confident_wrong"] == 0
+    assert safe["leakage"] < 60.0
