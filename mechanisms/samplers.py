@@ -579,45 +579,56 @@ def _refine(
 
     bits = 53
     num = k
-    for _ in range(_MAX_REFINE):
-        num = (num << 32) | int(rng.integers(0, 1 << 32))
-        bits += 32
-        iv.prec = bits + 64
-        width = mpf(2) ** (-bits)
-        lo_u = iv.mpf(num) * width
-        hi_u = iv.mpf(num + 1) * width
-        if lo_u.a <= 0 or hi_u.b >= 1:
-            continue
-        q_lo = _quantile_iv(lo_u, family)
-        q_hi = _quantile_iv(hi_u, family)
-        x_lo = iv.mpf(value) + iv.mpf(scale) * q_lo
-        x_hi = iv.mpf(value) + iv.mpf(scale) * q_hi
-        g = iv.mpf(gamma)
-        a = (x_lo / g).a
-        b = (x_hi / g).b
-        if not (math.isfinite(float(a)) and math.isfinite(float(b))):
-            continue
-        # Nearest integer with ties to even: equal ends that are not halfway certify the result.
-        ra, rb = _round_half_even(a), _round_half_even(b)
-        if ra == rb and not _is_half(a) and not _is_half(b):
-            return float(ra) * gamma
+    saved = iv.prec
+    try:
+        for _ in range(_MAX_REFINE):
+            num = (num << 32) | int(rng.integers(0, 1 << 32))
+            bits += 32
+            iv.prec = bits + 64
+            width = mpf(2) ** (-bits)
+            lo_u = iv.mpf(num) * width
+            hi_u = iv.mpf(num + 1) * width
+            if lo_u.a <= 0 or hi_u.b >= 1:
+                continue
+            q_lo = _quantile_iv(lo_u, family)
+            q_hi = _quantile_iv(hi_u, family)
+            x_lo = iv.mpf(value) + iv.mpf(scale) * q_lo
+            x_hi = iv.mpf(value) + iv.mpf(scale) * q_hi
+            g = iv.mpf(gamma)
+            a = _exact((x_lo / g)._mpi_[0])  # lower end of the lower interval, as raw mpf
+            b = _exact((x_hi / g)._mpi_[1])  # upper end of the upper interval
+            if a is None or b is None:
+                continue
+            # Rounding to the nearest integer is monotone, so the whole interval [a, b] rounds
+            # to one integer exactly when no half-integer lies in it (ends included).
+            ra, rb = math.floor(a + Fraction(1, 2)), math.floor(b + Fraction(1, 2))
+            if ra == rb and not _is_half(a) and not _is_half(b):
+                return float(ra) * gamma
+    finally:
+        iv.prec = saved
     raise RuntimeError(
         "could not certify a rounded noisy value after 2048 extra random bits; this has "
         "probability below 2^-1000 unless the value lies exactly halfway between grid points"
     )
 
 
-def _round_half_even(x: object) -> int:
-    from mpmath import mpf, nint
+def _exact(raw: tuple[int, int, int, int]) -> Fraction | None:
+    """The exact rational value of an interval end (mpmath's raw ``(sign, man, exp, bc)``
+    tuple), or None when it is not finite.
 
-    return int(nint(mpf(x)))
+    Converting an end through ``mpf`` at the default 53-bit precision would round it, and could
+    both certify a wrong grid point and never certify a value near a half-integer.
+    """
+    from mpmath import libmp
+
+    if raw in (libmp.finf, libmp.fninf, libmp.fnan):
+        return None
+    num, den = libmp.to_rational(raw)
+    return Fraction(num, den)
 
 
-def _is_half(x: object) -> bool:
-    from mpmath import floor, mpf
-
-    xm = mpf(x)
-    return bool(xm - floor(xm) == mpf(0.5))
+def _is_half(x: Fraction) -> bool:
+    return x - math.floor(x) == Fraction(1, 2)
 
 
 def rounded_continuous(

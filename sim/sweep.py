@@ -23,7 +23,7 @@ a cluster. Results go to ``OUT/``:
   baseline, and for each developer ``<id>.leakage``, ``<id>.answered``, ``<id>.epsilon_spent``,
   ... and the compliance team's ``compliance.*`` figures; for a scenario with a ``red_team``,
   the red team's strongest attack and each attack's leakage under ``redteam.*`` (the red team
-  runs inside the sweep's task, its worlds' logs in ``logs/redteam/``);
+  runs inside the sweep's task, its worlds' logs in ``logs/redteam/<run_id>/``);
 - ``logs/``: every run's log;
 - ``sweep.json``: the scenario file, seed count and ``--set`` overrides the sweep was run with
   (reports print the command that remakes the folder from it).
@@ -213,7 +213,8 @@ def run_task(task: Task, log_dir: str) -> dict[str, Any]:
             red = run_red_team(
                 scenario,
                 seed=task.seed,
-                log_dir=Path(log_dir) / "redteam",
+                # one folder per run: red-team worlds of different grid points share a seed
+                log_dir=Path(log_dir) / "redteam" / task.run_id,
             )
             row.update(flatten_red_team(red.to_json()))
     except Exception as err:  # recorded, and the sweep goes on

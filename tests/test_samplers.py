@@ -488,3 +488,16 @@ def test_discrete_gaussian_agrees_with_opendp(sigma: float) -> None:
     theirs = np.asarray(meas([0] * n), dtype=np.int64)
     ours = samplers.discrete_gaussian(Fraction(sigma) ** 2, n, np.random.default_rng(int(sigma)))
     assert two_sample_pvalue(ours, theirs) > 1e-6
+
+
+@pytest.mark.parametrize(("k", "expected"), [(2**52, 8), (2**52 - 1, 7)])
+def test_slow_path_decides_values_within_rounding_of_a_half_grid_point(
+    k: int, expected: int
+) -> None:
+    """The exact value sits on a half grid point and the noise is a hair either side of zero
+    (u just above or just below 1/2): read at 53 bits, every refinement's ends would be exactly
+    7.5 and nothing would ever be certified. The ends must be compared exactly."""
+    gamma = 2.0**-20
+    rng = np.random.default_rng(3)
+    got = samplers._refine(7.5 * gamma, 1e-6 * gamma, k, "cauchy", gamma, rng)
+    assert got == expected * gamma

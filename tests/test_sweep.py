@@ -1122,7 +1122,12 @@ def test_sweep_of_a_red_team_scenario_reports_the_strongest_attack(tmp_path: Pat
         assert row["redteam.strongest.leakage"] == row["redteam.full_rank.leakage"] == 100.0
         assert row["redteam.single_query.leakage"] < 100.0
         assert row["redteam.full_rank.revealed"] == 60
-    assert list((tmp_path / "out" / "logs" / "redteam").glob("*.jsonl"))
+    # each run's red-team worlds log into their own folder: two grid points share the seed, and
+    # one file name for both would let their worlds overwrite each other's logs
+    folders = sorted((tmp_path / "out" / "logs" / "redteam").iterdir())
+    assert [f.name for f in folders] == sorted(row["run_id"] for row in result.rows)
+    for folder in folders:
+        assert len(list(folder.glob("*.jsonl"))) == 2  # single_query and full_rank
     text = write_report(result.out).read_text(encoding="utf-8")
     header, table = _table(text, "compliance.policy.0.per_day")
     assert "redteam.strongest" not in header  # red-team columns are not grid keys
