@@ -469,3 +469,26 @@ def test_amp_with_side_information_keeps_what_the_prior_knows() -> None:
     assert balanced(post) > prior_only + 5.0
     with pytest.raises(ValueError, match="one probability in"):
         amp(H, informative, k=k, c=c, noise=NoiseModel("laplace", 1e-4), prior=prior[:-1])
+
+
+def test_a_centre_within_its_noise_does_not_tilt_the_prior() -> None:
+    """The decision rule (posterior > k/n) turns any tilt into a ranking of everyone by base
+    score, so a tilt the noise could have produced would decide the estimate by a coin flip
+    (a quickstart run read it the wrong way round: 39% leakage). Pure-noise answers must leave
+    the prior flat; exact answers must tilt it to the true total."""
+    rng = np.random.default_rng(8)
+    n, k, m = 400, 40, 150
+    h0 = rng.uniform(0.05, 0.95, n)
+    H = np.clip(h0[None, :] + rng.uniform(-0.1, 0.1, (m, n)), 0, 1)
+    small = np.zeros(n, dtype=bool)
+    small[np.argsort(h0)[:k]] = True  # the small group has the lowest base scores
+    c = 1.0 / (n - k) + 1.0 / k
+    clean = H @ (small * c)
+    flat = k * float(H.mean(axis=0).mean())
+    true_total = float(H.mean(axis=0)[small].sum())
+    exact = _row_mean_total(H, clean, c=c, k=k, noise=EXACT)
+    assert exact == pytest.approx(true_total, rel=1e-9)
+    for seed in range(20):
+        noise = np.random.default_rng(seed).laplace(0.0, 30.0, m)
+        total = _row_mean_total(H, clean + noise, c=c, k=k, noise=NoiseModel("laplace", 30.0))
+        assert total == flat

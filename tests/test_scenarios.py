@@ -142,17 +142,18 @@ def test_exact_answers_leak_and_rate_limits_only_delay(summaries: dict[str, Any]
     assert limited["refused"].get("rate_limited", 0) > 0
 
 
-def test_noise_at_eps_02_per_model_does_not_stop_the_strongest_decoder(
+def test_noise_at_eps_02_per_model_slows_the_attack_with_no_proven_ceiling(
     summaries: dict[str, Any],
 ) -> None:
     for name in ("cs_laplace", "cs_attribute_conceal"):
         mallory = _dev(summaries, name, "mallory")
         assert mallory["answered"] == 401
         assert mallory["epsilon_spent"] == pytest.approx(0.2 * 401)
-        # eps 80 per person in all: the proven ceiling says nothing (100%), and the noise-aware
-        # decoder gets well past a coin flip, while exact answers give it everyone
+        # eps 80 per person in all: the proven ceiling says nothing (100%), so a low measured
+        # leakage here is this attacker's weakness, not the policy's proof; exact answers give
+        # it everyone
         assert mallory["leakage_ceiling"] == 100.0
-        assert 55.0 < mallory["leakage"] < _dev(summaries, "cs_no_defense", "mallory")["leakage"]
+        assert mallory["leakage"] < _dev(summaries, "cs_no_defense", "mallory")["leakage"] - 25.0
     lap = summaries["cs_laplace"]["compliance"]["median_abs_error"]
     ac = summaries["cs_attribute_conceal"]["compliance"]["median_abs_error"]
     assert 0 < ac < lap

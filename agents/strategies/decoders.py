@@ -399,6 +399,11 @@ def _gaussian_channel(
     return z, tau_z, (y - z) ** 2 + tau_z
 
 
+TILT_SIGNIFICANCE: Final = 3.0
+"""How many standard deviations of its noise the answers' centre must move before it tilts the
+prior (see :func:`_row_mean_total`)."""
+
+
 def tilted_prior(h_mean: NDArray[np.float64], *, k: int, total: float) -> NDArray[np.float64]:
     r"""Prior probabilities of membership in the small group, given its size and one moment.
 
@@ -478,6 +483,11 @@ def _row_mean_total(
     reach = float(ordered[-k:].sum() - ordered[:k].sum()) / 4.0
     flat = k * float(h_mean.mean())
     sd_total = sd / c
+    if abs(centre / c - flat) < TILT_SIGNIFICANCE * sd_total:
+        # The decision rule (posterior > k/n) turns even a negligible tilt into a full ranking
+        # of everyone by their base score, so a tilt that the noise could have produced would
+        # decide the whole estimate by a coin flip: below significance, no tilt.
+        return flat
     weight = reach**2 / (reach**2 + sd_total**2) if reach > 0 else 0.0
     return flat + weight * (centre / c - flat)
 
