@@ -421,7 +421,41 @@ def _strongest_table(
             + ("-" if v["leakage_ceiling"] is None else f"{v['leakage_ceiling']:.1f}")
             + " |"
         )
+    lines.extend(["", gap_sentence(keys, verdicts)])
     return lines
+
+
+WIDE_GAP: float = 20.0
+"""Points between the proven ceiling and the strongest attack's leakage that a report calls wide."""
+
+
+def gap_sentence(keys: list[str], verdicts: list[tuple[list[Any], int, dict[str, Any]]]) -> str:
+    """Where the ceiling is far above the strongest attack: either the attacks could be stronger
+    or the accounting looser than needed, and the policy's protection there is not proven."""
+    wide = [
+        (values, v)
+        for values, _, v in verdicts
+        if v["leakage_ceiling"] is not None
+        and v["leakage"] is not None
+        and v["leakage_ceiling"] - v["leakage"] > WIDE_GAP
+    ]
+    if not wide:
+        return (
+            f"**Ceiling and leakage.** At every policy the strongest attack is within {WIDE_GAP:g} "
+            "points of the proven ceiling."
+        )
+    names = [k.rsplit(".", 1)[-1] for k in keys]
+    where = "; ".join(
+        (", ".join(f"{n}={x}" for n, x in zip(names, values, strict=True)) or "the scenario")
+        + f" ({v['leakage']:.1f}% under a ceiling of {v['leakage_ceiling']:.1f}%)"
+        for values, v in wide
+    )
+    return (
+        f"**Ceiling and leakage.** The proven ceiling is more than {WIDE_GAP:g} points above the "
+        f"strongest attack at {len(wide)} of {len(verdicts)} policies: {where}. There the low "
+        "leakage is the attacks' limit, not a guarantee: a stronger attack may exist, or the "
+        "accounting is looser than needed."
+    )
 
 
 def _scatter_points(ax: Any, points: list[tuple[float, float, str]], keys: list[str]) -> None:

@@ -1140,6 +1140,27 @@ def test_sweep_of_a_red_team_scenario_reports_the_strongest_attack(tmp_path: Pat
         ["5000", "1", "red team", "full_rank", "100.0 ± 0.0"],
         ["10000", "1", "red team", "full_rank", "100.0 ± 0.0"],
     ]
+    # exact answers: the strongest attack meets the 100% ceiling, and the report says so
+    assert "At every policy the strongest attack is within 20 points of the proven ceiling" in text
+
+
+def test_report_names_the_policies_whose_ceiling_is_far_above_the_strongest_attack() -> None:
+    from biasleak.sim.report import gap_sentence
+
+    def verdict(leak: float | None, ceiling: float | None) -> dict[str, Any]:
+        return {"leakage": leak, "leakage_ceiling": ceiling}
+
+    keys = ["compliance.policy.0.epsilon"]
+    verdicts = [
+        ([0.1], 5, verdict(55.0, 100.0)),  # wide: 45 points
+        ([1.0], 5, verdict(90.0, 100.0)),  # narrow
+        ([10.0], 5, verdict(60.0, None)),  # no ceiling: never called wide
+        ([100.0], 5, verdict(70.1, 90.1)),  # exactly 20 points: not wide
+    ]
+    text = gap_sentence(keys, verdicts)
+    assert "at 1 of 4 policies: epsilon=0.1 (55.0% under a ceiling of 100.0%)" in text
+    assert "epsilon=1.0" not in text and "epsilon=10.0" not in text
+    assert "within 20 points" in gap_sentence(keys, verdicts[1:])
 
 
 def test_report_names_the_strongest_of_the_scenarios_own_attackers(tmp_path: Path) -> None:
