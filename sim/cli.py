@@ -585,7 +585,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         return demo(args)
     if args.command in COMMANDS:
-        return COMMANDS[args.command](args)
+        try:
+            return COMMANDS[args.command](args)
+        except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
+            print(
+                f"biasleak {args.command}: interrupted; a run that was under way left its log "
+                "without a summary line",
+                file=sys.stderr,
+            )
+            return 130
     parser.print_help()
     return 0
 

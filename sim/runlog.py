@@ -129,8 +129,8 @@ class RunLog:
         self._arrays[key] = np.asarray(array)
 
     def abort(self) -> None:
-        """Close the file without a summary (the run raised): a log with no summary line is
-        what ``biasleak replay`` reports as truncated."""
+        """Close the file without a summary line (the run raised or was interrupted), so no
+        file handle is left open and the log ends at its last whole event."""
         if not self._stream.closed:
             self._stream.close()
 

@@ -279,3 +279,17 @@ def test_compare_shows_the_strongest_attack_per_policy(
     assert rows["cli_red"]["attack"] == "full_rank" and rows["cli_red"]["source"] == "red team"
     assert rows["cli_own"]["attack"] == "eve (full_rank)"
     assert rows["cli_own"]["source"] == "scenario" and rows["cli_own"]["leakage"] == 100.0
+
+
+def test_ctrl_c_ends_a_command_with_one_line_and_exit_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from biasleak.sim import cli
+
+    def interrupted(_args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.COMMANDS, "redteam", interrupted)
+    assert cli.main(["redteam", "scenarios/redteam_laplace.yaml"]) == 130
+    err = capsys.readouterr().err
+    assert err.startswith("biasleak redteam: interrupted") and "Traceback" not in err
