@@ -30,8 +30,8 @@ from typing import Any, Final
 import numpy as np
 import simpy
 
-from biasleak.agents.compliance import Compliance, QueryRecord
-from biasleak.agents.messages import Alert, Envelope
+from biasleak.agents.messages import Alert, Envelope, Mailbox
+from biasleak.agents.querylog import QueryLogReader, QueryRecord
 
 __all__ = ["DETECTORS", "Auditor", "DetectorSettings", "run_detectors"]
 
@@ -175,7 +175,8 @@ class Auditor:
         self,
         env: simpy.Environment,
         *,
-        compliance: Compliance,
+        query_log: QueryLogReader,
+        compliance: Mailbox,
         detectors: Sequence[str],
         settings: DetectorSettings,
         every_hours: float,
@@ -188,7 +189,10 @@ class Auditor:
         if every_hours <= 0:
             raise ValueError(f"every_hours must be > 0; received {every_hours!r}")
         self.env = env
+        self.query_log = query_log
+        """Read-only view of the compliance agent's query log."""
         self.compliance = compliance
+        """The compliance agent's mailbox, for alerts."""
         self.detectors = tuple(detectors)
         self.settings = settings
         self.every_hours = float(every_hours)
@@ -203,9 +207,8 @@ class Auditor:
         """The process body."""
         while True:
             yield self.env.timeout(self.every_hours)
-            records = self.compliance.query_log
-            new, earlier = records[self._seen :], records[: self._seen]
-            self._seen = len(records)
+            new, earlier = self.query_log.since(self._seen)
+            self._seen += len(new)
             findings = run_detectors(self.detectors, new, earlier, self.settings)
             self.log.info("audit_run", queries_read=len(new), alerts=len(findings))
             for detector, (who, org, evidence) in findings:
@@ -218,4 +221,4 @@ class Auditor:
                     detector=detector,
                     evidence=evidence,
                 )
-                self.compliance.mailbox.send(Envelope(alert))
+                self.compliance.send(Envelope(alert))

@@ -15,14 +15,13 @@ reaction: ``log_only``, ``warn`` (a notice to the developer), ``suspend_identity
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
 import simpy
-from numpy.typing import NDArray
 
 from biasleak.agents.messages import Alert, Answer, Envelope, Mailbox, Notice, Query, Refusal
+from biasleak.agents.querylog import QueryLog, QueryRecord
 from biasleak.mechanisms.policy import AuditSet, Policy, PolicyState, Request, decide
 
 __all__ = ["ALERT_REACTIONS", "Compliance", "QueryRecord"]
@@ -33,21 +32,6 @@ ALERT_REACTIONS: Final[tuple[str, ...]] = (
     "suspend_identity",
     "suspend_organization",
 )
-
-
-@dataclass(frozen=True, eq=False)
-class QueryRecord:
-    """One line of the compliance agent's query log, as the external auditor reads it."""
-
-    query_id: str
-    sender: str
-    organization: str
-    time: float
-    metric: str
-    predictions: NDArray[np.float64] | None = field(repr=False)
-    """Submitted models as an (m, n) array (None when they were unreadable)."""
-    answered: bool
-    reason: str | None
 
 
 class Compliance:
@@ -85,8 +69,8 @@ class Compliance:
         """Budgets, rate-limit buckets, cache, history, suspensions."""
         self.mailbox = Mailbox(env, "compliance", latency=latency)
         """Where queries and alerts arrive."""
-        self.query_log: list[QueryRecord] = []
-        """Every query received, in order (read by the external auditor)."""
+        self.query_log = QueryLog()
+        """Every query received, in order (the external auditor gets a read-only view)."""
         self.inboxes: dict[str, Mailbox] = {}
         """Developer identity -> mailbox for notices."""
         self.organizations: dict[str, str] = {}
@@ -114,7 +98,12 @@ class Compliance:
     def _answer(self, query: Query) -> Answer | Refusal:
         now = self.env.now
         request = Request(
-            query.query_id, query.sender, query.organization, query.metric, query.predictions
+            query.query_id,
+            query.sender,
+            query.organization,
+            query.metric,
+            query.predictions,
+            query.digests,
         )
         decision = decide(self.policy, request, self._audit, self.state, now=now, rng=self._rng)
         arr = np.asarray(query.predictions)

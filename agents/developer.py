@@ -14,7 +14,6 @@ never sees. Every message and decision is one event on the bound logger the proc
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -23,14 +22,28 @@ import simpy
 
 from biasleak.agents.messages import Answer, Envelope, Mailbox, Notice, Query, Refusal
 from biasleak.agents.strategies import AnswerInfo, Estimate, Stop, Strategy, Submit, Wait
+from biasleak.mechanisms.digests import array_digest
+from biasleak.mechanisms.digests import model_digest as policy_digest
 
 __all__ = ["Developer", "model_digest"]
 
 
 def model_digest(predictions: np.ndarray) -> str:
     """Short content hash of submitted models, for logs (the models themselves stay out)."""
-    arr = np.ascontiguousarray(np.asarray(predictions, dtype=np.float64))
-    return hashlib.sha256(arr.data).hexdigest()[:16]
+    return _digests(predictions)[0]
+
+
+def _digests(predictions: np.ndarray) -> tuple[str, tuple[bytes, ...] | None]:
+    """(log digest of the whole submission, the policy's per-model cache digests or None).
+
+    One SHA-256 pass serves both for a single model: its bytes are the whole submission's.
+    """
+    arr = np.asarray(predictions, dtype=np.float64)
+    whole = array_digest(arr)
+    if arr.ndim == 1 or (arr.ndim == 2 and arr.shape[0] == 1):
+        return whole[:8].hex(), (whole[:16],)
+    rows = tuple(policy_digest(row) for row in arr) if arr.ndim == 2 else None
+    return whole[:8].hex(), rows
 
 
 class Developer:
@@ -144,10 +157,7 @@ class Developer:
                     return
                 self._report_estimate()
             else:
-                self.strategy.last_retry_after = reply.retry_after
-                ok, _ = self._call(
-                    "on_refusal", self.strategy.on_refusal, reply.reason, reply.detail, env.now
-                )
+                ok, _ = self._call("on_refusal", self.strategy.on_refusal, reply, env.now)
                 if not ok:
                     return
 
@@ -155,6 +165,7 @@ class Developer:
         """Send the query (again after each rate-limit wait) and return the final reply."""
         env = self.env
         predictions = np.asarray(action.predictions)
+        digest, row_digests = _digests(predictions)
         while True:
             self._count += 1
             query = Query(
@@ -164,6 +175,7 @@ class Developer:
                 env.now,
                 action.metric,
                 predictions,
+                digests=row_digests,
             )
             self.log.info(
                 "query_sent",
@@ -171,7 +183,7 @@ class Developer:
                 metric=action.metric,
                 models=query.models,
                 label=action.label,
-                digest=model_digest(predictions),
+                digest=digest,
             )
             reply_event = env.event()
             self.compliance.send(Envelope(query, reply_event))

@@ -19,11 +19,13 @@ privacy guarantee). The compliance side logs it in its own internal event.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Final
 
 import numpy as np
 import simpy
 from numpy.typing import NDArray
+
+from biasleak.mechanisms.policy import REFUSAL_REASONS as POLICY_REFUSALS
 
 __all__ = [
     "REFUSAL_REASONS",
@@ -36,26 +38,13 @@ __all__ = [
     "Refusal",
 ]
 
-RefusalReason = Literal[
-    "invalid",
-    "suspended",
-    "rate_limited",
-    "low_support",
-    "near_duplicate",
-    "budget_exhausted",
-    "timeout",
-]
-REFUSAL_REASONS: Final[tuple[str, ...]] = (
-    "invalid",
-    "suspended",
-    "rate_limited",
-    "low_support",
-    "near_duplicate",
-    "budget_exhausted",
-    "timeout",
-)
-"""Reason codes a refusal can carry. ``timeout`` is recorded by a developer whose query got no
-reply in time; the others come from the compliance agent's policy."""
+REFUSAL_REASONS: Final[dict[str, str]] = {
+    **POLICY_REFUSALS,
+    "timeout": "no reply came in time (recorded by the developer, not sent by compliance)",
+}
+"""Reason codes a refusal can carry -> what they mean: the policy's codes
+(:data:`biasleak.mechanisms.policy.REFUSAL_REASONS`) and ``timeout``, which a developer records
+when its query got no reply in time. Strategies match on these codes, never on the detail."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,6 +65,10 @@ class Query:
     """Model outputs on the audit set, shape (n,) or (m, n); validated by the compliance side."""
     epsilon: float | None = None
     """Optional per-model epsilon the developer asks for (the policy may ignore it)."""
+    digests: tuple[bytes, ...] | None = field(default=None, repr=False)
+    """Per-model content digests (:func:`biasleak.mechanisms.policy.model_digest`), computed once
+    by the sending process so the compliance cache need not hash the models again; a compliance
+    side that does not run its senders' code recomputes them."""
 
     @property
     def models(self) -> int:

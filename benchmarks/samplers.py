@@ -62,7 +62,7 @@ def main() -> None:
     metric_s = timed(lambda: statistical_parity(h, protected=a), args.repeats)
     audit = pol.AuditSet.from_arrays(a, (rng.random(args.n) < 0.5).astype(np.int64))
     naive_policy = pol.Policy(
-        metrics=("sp",), cache=True, noise=pol.Noise("laplace", 1.0, sampler="naive")
+        metrics=("sp",), stages=(pol.Cache(), pol.Noise("laplace", 1.0, sampler="naive"))
     )
 
     def decide_once() -> object:

@@ -22,8 +22,11 @@ Modules:
 - :mod:`~biasleak.mechanisms.samplers`: floating-point-safe noise (grid releases, exact discrete
   Laplace and Gaussian samplers, exactly rounded continuous noise), the default of every release;
 - :mod:`~biasleak.mechanisms.accounting`: budgets with basic, advanced and KOV composition;
+- :mod:`~biasleak.mechanisms.ceiling`: the leakage ceiling a composed privacy loss proves;
+- :mod:`~biasleak.mechanisms.policy`: answering policies, one module per stage, and ``decide``;
 - :mod:`~biasleak.mechanisms.audit`: private group counts and rates for audit reports
-  (add/remove-one-record adjacency).
+  (add/remove-one-record adjacency);
+- :mod:`~biasleak.mechanisms.digests`: the SHA-256 content digests used everywhere.
 
 Neighbouring rule, unless a function says otherwise: two audit sets differ in ONE person's
 protected attribute; features and labels are shared.

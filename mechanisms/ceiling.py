@@ -78,7 +78,7 @@ from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from numpy.typing import ArrayLike, NDArray
 
-from biasleak.mechanisms.release import analytic_gaussian_sigma
+from biasleak.mechanisms.release import NOISY, PURE, analytic_gaussian_sigma
 
 __all__ = [
     "DEFAULT_DELTA",
@@ -104,12 +104,6 @@ SATURATION: Final = 30.0
 """Per-release epsilon above which the ceiling is 100% to within 1e-13 (``1/(1 + e^-30)``):
 such releases are counted as giving no guarantee, with their epsilon still summed for reports
 (the privacy-loss library overflows on ``e^epsilon`` far below the epsilons users try)."""
-
-PURE: Final = frozenset({"laplace", "attribute_conceal"})
-"""Mechanisms that are pure eps-DP (delta 0)."""
-
-NOISY: Final = frozenset({"laplace", "attribute_conceal", "smooth_laplace", "gaussian"})
-"""Mechanisms with a privacy guarantee."""
 
 BAD_RELEASE = (
     "a release needs a mechanism in {allowed}, epsilon > 0, 0 <= delta < 1 and models >= 1; "

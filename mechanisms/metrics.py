@@ -29,7 +29,8 @@ model (shape (n,)) or an array of shape (m,) for a batch (shape (m, n)).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, Literal, NamedTuple
+from dataclasses import dataclass
+from typing import Final, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -43,9 +44,10 @@ from biasleak.mechanisms._validation import (
 
 __all__ = [
     "METRICS",
+    "METRIC_INFO",
     "METRIC_RANGES",
     "EqualizedOdds",
-    "Metric",
+    "MetricInfo",
     "absolute_equal_opportunity",
     "absolute_statistical_parity",
     "equal_opportunity",
@@ -57,21 +59,6 @@ __all__ = [
     "statistical_parity",
     "statistical_parity_weights",
 ]
-
-Metric = Literal["sp", "abs_sp", "eo", "abs_eo", "eodds", "pp"]
-
-METRICS: Final[tuple[str, ...]] = ("sp", "abs_sp", "eo", "abs_eo", "eodds", "pp")
-"""Metric names understood by :func:`evaluate` (and by scenario files)."""
-
-METRIC_RANGES: Final[dict[str, tuple[float, float]]] = {
-    "sp": (-1.0, 1.0),
-    "abs_sp": (0.0, 1.0),
-    "eo": (-1.0, 1.0),
-    "abs_eo": (0.0, 1.0),
-    "eodds": (-1.0, 1.0),
-    "pp": (-1.0, 1.0),
-}
-"""The range every value of each metric lies in (used to bound noisy answers, Remark 6)."""
 
 Values = float | NDArray[np.float64]
 
@@ -234,22 +221,42 @@ def _eodds_stacked(predictions: ArrayLike, *, protected: ArrayLike, labels: Arra
     return np.stack([np.asarray(tpr), np.asarray(fpr)], axis=-1)
 
 
-_NEEDS_LABELS: Final = frozenset({"eo", "abs_eo", "eodds", "pp"})
+@dataclass(frozen=True)
+class MetricInfo:
+    """What biasleak knows about one metric: how to evaluate it and where its values lie."""
 
-_FUNCTIONS: Final[dict[str, Callable[..., Values]]] = {
-    "sp": statistical_parity,
-    "abs_sp": absolute_statistical_parity,
-    "eo": equal_opportunity,
-    "abs_eo": absolute_equal_opportunity,
-    "eodds": _eodds_stacked,
-    "pp": predictive_parity,
+    function: Callable[..., Values]
+    """Evaluates a model or a batch (keyword-only ``protected``, and ``labels`` if needed)."""
+    needs_labels: bool
+    """Whether the metric needs the true outcomes y."""
+    value_range: tuple[float, float]
+    """The range every value lies in (used to bound noisy answers, Remark 6)."""
+
+
+METRIC_INFO: Final[dict[str, MetricInfo]] = {
+    "sp": MetricInfo(statistical_parity, False, (-1.0, 1.0)),
+    "abs_sp": MetricInfo(absolute_statistical_parity, False, (0.0, 1.0)),
+    "eo": MetricInfo(equal_opportunity, True, (-1.0, 1.0)),
+    "abs_eo": MetricInfo(absolute_equal_opportunity, True, (0.0, 1.0)),
+    "eodds": MetricInfo(_eodds_stacked, True, (-1.0, 1.0)),
+    "pp": MetricInfo(predictive_parity, True, (-1.0, 1.0)),
 }
+"""The metric registry: name -> function, label need and range. Every list of metrics in biasleak
+(scenario schema, policies, sensitivities' checks) derives from it."""
+
+METRICS: Final[tuple[str, ...]] = tuple(METRIC_INFO)
+"""Metric names understood by :func:`evaluate` (and by scenario files)."""
+
+METRIC_RANGES: Final[dict[str, tuple[float, float]]] = {
+    name: info.value_range for name, info in METRIC_INFO.items()
+}
+"""The range every value of each metric lies in (used to bound noisy answers, Remark 6)."""
 
 LABELS_REQUIRED: Final = "metric {metric!r} needs labels (the true outcomes y in {{0, 1}})"
 
 
 def evaluate(
-    metric: Metric | str,
+    metric: str,
     predictions: ArrayLike,
     *,
     protected: ArrayLike,
@@ -261,8 +268,9 @@ def evaluate(
     gaps on a trailing axis: shape (2,) for one model, (m, 2) for a batch.
     """
     name = check_choice(metric, METRICS, name="metric")
-    func = _FUNCTIONS[name]
-    if name in _NEEDS_LABELS:
+    info = METRIC_INFO[name]
+    func = info.function
+    if info.needs_labels:
         if labels is None:
             raise ValueError(LABELS_REQUIRED.format(metric=name))
         return func(predictions, protected=protected, labels=labels)

@@ -70,6 +70,7 @@ Output bounding (Remark 6), chosen with ``bounding=``:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final, Literal
@@ -106,8 +107,14 @@ from biasleak.mechanisms.sensitivity import (
 
 __all__ = [
     "BOUNDINGS",
+    "DATA_DEPENDENT",
     "MECHANISMS",
+    "MECHANISM_INFO",
+    "NEEDS_DELTA",
+    "NOISY",
+    "PURE",
     "SAMPLERS",
+    "MechanismInfo",
     "Release",
     "analytic_gaussian_sigma",
     "attribute_conceal",
@@ -121,15 +128,6 @@ Mechanism = Literal["exact", "laplace", "attribute_conceal", "smooth_laplace", "
 Bounding = Literal["raw", "clamp", "truncate"]
 Sampler = Literal["safe", "naive"]
 
-MECHANISMS: Final[tuple[str, ...]] = (
-    "exact",
-    "laplace",
-    "attribute_conceal",
-    "smooth_laplace",
-    "gaussian",
-)
-"""Names of the release mechanisms, as used by :func:`release` and scenario files."""
-
 BOUNDINGS: Final[tuple[str, ...]] = ("raw", "clamp", "truncate")
 """Output bounding modes (Remark 6)."""
 
@@ -137,10 +135,173 @@ SAMPLERS: Final[tuple[str, ...]] = ("safe", "naive")
 """How noise is drawn: ``safe`` (grid release, exact samplers; the default) or ``naive``
 (floating-point draws added to the exact value; porous, kept to demonstrate the attack)."""
 
-DATA_DEPENDENT: Final = frozenset({"attribute_conceal", "smooth_laplace"})
+
+@dataclass(frozen=True)
+class _Job:
+    """Everything one calibration needs, checked by :func:`release`."""
+
+    values: NDArray[np.float64]
+    metric: str
+    n1: int
+    n0: int
+    m: int
+    epsilon: float
+    """The epsilon the noise is calibrated to (half the release's for ``truncate``)."""
+    delta: float
+    rng: np.random.Generator
+    bounding: str
+    low: float
+    high: float
+    safe: bool
+
+    @property
+    def n(self) -> int:
+        return self.n1 + self.n0
+
+    @property
+    def float_error(self) -> float:
+        """Largest change the float error of the computed metric can add between neighbours
+        (l1, over the m answers)."""
+        return 4.0 * self.m * self.n * 2.0**-53
+
+
+Calibrated = tuple[NDArray[np.float64], float, float, float]
+"""(noisy values, noise scale, sensitivity, grid step) of one calibration."""
+
+
+@dataclass(frozen=True)
+class MechanismInfo:
+    """What the rest of biasleak needs to know about one release mechanism."""
+
+    needs_delta: bool
+    """Whether a finite-epsilon release needs 0 < delta < 1 ((eps, delta)-DP)."""
+    data_dependent: bool
+    """Whether the noise scale depends on the protected attribute (never publish it)."""
+    truncate: Literal["both", "naive", "never"]
+    """Which samplers can release with ``bounding='truncate'``."""
+    calibrate: Callable[[_Job], Calibrated] | None
+    """Draws the noisy values; ``None`` for ``exact``."""
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the mechanism adds noise (has a privacy guarantee)."""
+        return self.calibrate is not None
+
+    @property
+    def pure(self) -> bool:
+        """Whether the mechanism is pure eps-DP (delta 0)."""
+        return self.noisy and not self.needs_delta
+
+
+def _calibrate_laplace(job: _Job) -> Calibrated:
+    sens = global_sensitivity(job.metric, n=job.n, m=job.m)
+    if not job.safe:
+        scale = sens / job.epsilon
+        out = _add_noise(job.values, scale, "laplace", job.rng, job.bounding, job.low, job.high)
+        return out, scale, sens, 0.0
+    out, scale, grid = _safe_laplace(
+        job.values,
+        sensitivity=sens,
+        float_error=job.float_error,
+        epsilon=job.epsilon,
+        rng=job.rng,
+        bounding=job.bounding,
+        low=job.low,
+        high=job.high,
+    )
+    return out, scale, sens, grid
+
+
+def _calibrate_gaussian(job: _Job) -> Calibrated:
+    sens = global_sensitivity(job.metric, n=job.n, m=job.m, norm="l2")
+    if not job.safe:
+        scale = analytic_gaussian_sigma(l2_sensitivity=sens, epsilon=job.epsilon, delta=job.delta)
+        out = _add_noise(job.values, scale, "normal", job.rng, job.bounding, job.low, job.high)
+        return out, scale, sens, 0.0
+    out, scale, grid = _safe_gaussian(
+        job.values,
+        l2_sensitivity=sens,
+        float_error=job.float_error / math.sqrt(job.m),
+        epsilon=job.epsilon,
+        delta=job.delta,
+        rng=job.rng,
+        bounding=job.bounding,
+        low=job.low,
+        high=job.high,
+    )
+    return out, scale, sens, grid
+
+
+def _calibrate_smooth(job: _Job, *, beta: float, factor: float, family: str) -> Calibrated:
+    """Smooth sensitivity at ``beta`` times ``factor`` / eps, noise of ``family``."""
+
+    def smooth_at(b: float) -> float:
+        return smooth_sensitivity(job.metric, n1=job.n1, n0=job.n0, m=job.m, beta=b)
+
+    if not job.safe:
+        sens = smooth_at(beta)
+        scale = factor * sens / job.epsilon
+        out = _add_noise(
+            job.values,
+            scale,
+            family,  # type: ignore[arg-type]
+            job.rng,
+            job.bounding,
+            job.low,
+            job.high,
+        )
+        return out, scale, sens, 0.0
+    sens = safe_smooth_sensitivity(smooth_at, beta=beta, n=job.n, m=job.m)
+    scale = factor * sens / job.epsilon
+    # S_beta >= LS >= m / (n + 1) for every metric and group split: a public bound.
+    public_scale = factor * (job.m / (job.n + 1.0)) / job.epsilon
+    out, grid = _safe_continuous(
+        job.values,
+        scale=scale,
+        public_scale=public_scale,
+        family=family,  # type: ignore[arg-type]
+        rng=job.rng,
+        bounding=job.bounding,
+        low=job.low,
+        high=job.high,
+    )
+    return out, scale, sens, grid
+
+
+def _calibrate_attribute_conceal(job: _Job) -> Calibrated:
+    beta = attribute_conceal_beta(job.epsilon, job.m)
+    return _calibrate_smooth(job, beta=beta, factor=6.0, family="cauchy")
+
+
+def _calibrate_smooth_laplace(job: _Job) -> Calibrated:
+    beta = smooth_laplace_beta(job.epsilon, job.delta, job.m)
+    return _calibrate_smooth(job, beta=beta, factor=2.0, family="laplace")
+
+
+MECHANISM_INFO: Final[dict[str, MechanismInfo]] = {
+    "exact": MechanismInfo(False, False, "both", None),
+    "laplace": MechanismInfo(False, False, "both", _calibrate_laplace),
+    "attribute_conceal": MechanismInfo(False, True, "naive", _calibrate_attribute_conceal),
+    "smooth_laplace": MechanismInfo(True, True, "never", _calibrate_smooth_laplace),
+    "gaussian": MechanismInfo(True, False, "never", _calibrate_gaussian),
+}
+"""The release registry: mechanism name -> its facts and calibration. Every list of mechanisms
+in biasleak (scenario schema, policies, the ceiling) is derived from it."""
+
+MECHANISMS: Final[tuple[str, ...]] = tuple(MECHANISM_INFO)
+"""Names of the release mechanisms, as used by :func:`release` and scenario files."""
+
+DATA_DEPENDENT: Final = frozenset(k for k, v in MECHANISM_INFO.items() if v.data_dependent)
 """Mechanisms whose noise scale depends on the protected attribute (never publish it)."""
 
-NEEDS_DELTA: Final = frozenset({"smooth_laplace", "gaussian"})
+NEEDS_DELTA: Final = frozenset(k for k, v in MECHANISM_INFO.items() if v.needs_delta)
+"""Mechanisms that need 0 < delta < 1 for a finite epsilon."""
+
+PURE: Final = frozenset(k for k, v in MECHANISM_INFO.items() if v.pure)
+"""Mechanisms that are pure eps-DP (delta 0)."""
+
+NOISY: Final = frozenset(k for k, v in MECHANISM_INFO.items() if v.noisy)
+"""Mechanisms with a privacy guarantee."""
 
 VALUES_SIZE: Final = (
     "values must hold one exact answer per model, m = {m}; received {size} value(s) "
@@ -450,9 +611,9 @@ def release(
         dlt = check_delta(delta)
     else:
         dlt = check_delta(delta, allow_zero=True)
-        if mech in ("laplace", "attribute_conceal", "exact"):
+        if not MECHANISM_INFO[mech].needs_delta:
             dlt = 0.0
-    if mech in NEEDS_DELTA and bound_mode == "truncate":
+    if MECHANISM_INFO[mech].truncate == "never" and bound_mode == "truncate":
         raise ValueError(TRUNCATE_NEEDS_PURE.format(mechanism=mech))
     if n1 is None or n0 is None:
         if mech != "exact":
@@ -462,9 +623,9 @@ def release(
         n1_ = check_int(n1, name="n1", minimum=1)
         n0_ = check_int(n0, name="n0", minimum=1)
 
-    data_dependent = mech in DATA_DEPENDENT
+    info = MECHANISM_INFO[mech]
     shape = np.shape(values)
-    if mech == "exact" or math.isinf(eps):
+    if info.calibrate is None or math.isinf(eps):
         out = np.clip(v, low, high) if bound_mode != "raw" else v.copy()
         return Release(
             out.reshape(shape),
@@ -473,85 +634,30 @@ def release(
             0.0,
             0.0,
             0.0,
-            data_dependent,
+            info.data_dependent,
             bound_mode,
             sampler_,
             0.0,
         )
     safe = sampler_ == "safe"
-    if safe and bound_mode == "truncate" and mech == "attribute_conceal":
+    if safe and bound_mode == "truncate" and info.truncate == "naive":
         raise ValueError(TRUNCATE_SAFE_CAUCHY.format(mechanism=mech))
-
     # Truncation spends the budget twice (see the module docstring): calibrate to eps / 2.
-    eps_cal = eps / 2.0 if bound_mode == "truncate" else eps
-    n = n1_ + n0_
-    # Largest change the float error of the computed metric can add between neighbours (l1).
-    float_error = 4.0 * m_ * n * 2.0**-53
-    grid = 0.0
-    if mech in ("laplace", "gaussian"):
-        if mech == "laplace":
-            sens = global_sensitivity(metric_, n=n, m=m_)
-            if safe:
-                out, scale, grid = _safe_laplace(
-                    v,
-                    sensitivity=sens,
-                    float_error=float_error,
-                    epsilon=eps_cal,
-                    rng=rng,
-                    bounding=bound_mode,
-                    low=low,
-                    high=high,
-                )
-            else:
-                scale = sens / eps_cal
-                out = _add_noise(v, scale, "laplace", rng, bound_mode, low, high)
-        else:
-            sens = global_sensitivity(metric_, n=n, m=m_, norm="l2")
-            if safe:
-                out, scale, grid = _safe_gaussian(
-                    v,
-                    l2_sensitivity=sens,
-                    float_error=float_error / math.sqrt(m_),
-                    epsilon=eps_cal,
-                    delta=dlt,
-                    rng=rng,
-                    bounding=bound_mode,
-                    low=low,
-                    high=high,
-                )
-            else:
-                scale = analytic_gaussian_sigma(l2_sensitivity=sens, epsilon=eps_cal, delta=dlt)
-                out = _add_noise(v, scale, "normal", rng, bound_mode, low, high)
-    else:
-        if mech == "attribute_conceal":
-            beta = attribute_conceal_beta(eps_cal, m_)
-            factor, family = 6.0, "cauchy"
-        else:
-            beta = smooth_laplace_beta(eps_cal, dlt, m_)
-            factor, family = 2.0, "laplace"
-
-        def smooth_at(b: float) -> float:
-            return smooth_sensitivity(metric_, n1=n1_, n0=n0_, m=m_, beta=b)
-
-        if safe:
-            sens = safe_smooth_sensitivity(smooth_at, beta=beta, n=n, m=m_)
-            scale = factor * sens / eps_cal
-            # S_beta >= LS >= m / (n + 1) for every metric and group split: a public bound.
-            public_scale = factor * (m_ / (n + 1.0)) / eps_cal
-            out, grid = _safe_continuous(
-                v,
-                scale=scale,
-                public_scale=public_scale,
-                family=family,  # type: ignore[arg-type]
-                rng=rng,
-                bounding=bound_mode,
-                low=low,
-                high=high,
-            )
-        else:
-            sens = smooth_at(beta)
-            scale = factor * sens / eps_cal
-            out = _add_noise(v, scale, family, rng, bound_mode, low, high)  # type: ignore[arg-type]
+    job = _Job(
+        v,
+        metric_,
+        n1_,
+        n0_,
+        m_,
+        eps / 2.0 if bound_mode == "truncate" else eps,
+        dlt,
+        rng,
+        bound_mode,
+        low,
+        high,
+        safe,
+    )
+    out, scale, sens, grid = info.calibrate(job)
     return Release(
         out.reshape(shape),
         mech,
@@ -559,7 +665,7 @@ def release(
         dlt,
         scale,
         sens,
-        data_dependent,
+        info.data_dependent,
         bound_mode,
         sampler_,
         grid,

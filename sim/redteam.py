@@ -56,14 +56,8 @@ from biasleak.agents.strategies import (
     Wait,
     build_strategies,
 )
-from biasleak.sim.scenario import (
-    ATTACK_KINDS,
-    NOT_ATTACKS,
-    BudgetStage,
-    DeveloperConfig,
-    NoiseStage,
-    Scenario,
-)
+from biasleak.mechanisms.policy import Budget, Noise
+from biasleak.sim.scenario import ATTACK_KINDS, NOT_ATTACKS, DeveloperConfig, Scenario
 
 __all__ = [
     "AttackPlan",
@@ -105,12 +99,12 @@ def _policy_defaults(scenario: Scenario, kind: str) -> tuple[dict[str, Any], str
     """Configuration the policy implies for ``kind``, or the reason none can be given."""
     stages = scenario.compliance.policy
     if kind == "budget_aware":
-        noise = next((s for s in stages if isinstance(s, NoiseStage)), None)
+        noise = next((s for s in stages if isinstance(s, Noise)), None)
         if noise is None or noise.mechanism == "exact" or math.isinf(noise.epsilon):
             return {}, "answers are exact: there is no per-model epsilon to plan a budget with"
         if noise.per != "model":
             return {}, "it plans per-model epsilons; the noise stage charges per batch"
-        budgets = [s.epsilon for s in stages if isinstance(s, BudgetStage)]
+        budgets = [s.epsilon for s in stages if isinstance(s, Budget)]
         finite = [b for b in budgets if math.isfinite(b)]
         if not finite:
             return {}, "the policy has no finite privacy budget to plan with"

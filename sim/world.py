@@ -14,7 +14,6 @@ log.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,6 +31,7 @@ from biasleak.agents.models import build_pipeline, train_base_model
 from biasleak.agents.public import PublicView
 from biasleak.agents.strategies import PROXY_KINDS, DeveloperContext, build_strategies
 from biasleak.agents.strategies.adaptive import proxy_estimate
+from biasleak.mechanisms.digests import stable_int
 from biasleak.mechanisms.policy import AuditSet
 from biasleak.sim import datasets
 from biasleak.sim.evaluation import Evaluator, leakage, summarize
@@ -45,7 +45,7 @@ VERSIONED = ("biasleak", "numpy", "scipy", "scikit-learn", "simpy", "pydantic", 
 
 
 def _stable_hash(role: str) -> int:
-    return int.from_bytes(hashlib.sha256(role.encode()).digest()[:8], "little")
+    return stable_int(role)
 
 
 def rng_for(seed: int, role: str) -> np.random.Generator:
@@ -231,7 +231,8 @@ def run_scenario(
         if resolved.auditor.enabled:
             Auditor(
                 env,
-                compliance=compliance,
+                query_log=compliance.query_log.reader(),
+                compliance=compliance.mailbox,
                 detectors=resolved.auditor.detectors,
                 settings=resolved.auditor.settings(),
                 every_hours=resolved.auditor.every_hours,

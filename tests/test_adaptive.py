@@ -206,10 +206,8 @@ def _drive(
         log.replies.append(reply)
         log.times.append(now)
         if isinstance(reply, Refusal):
-            strategy.last_retry_after = reply.retry_after  # as the developer process does
-            strategy.on_refusal(reply.reason, reply.detail, now)
+            strategy.on_refusal(reply, now)  # type: ignore[arg-type]  # same fields
         else:
-            strategy.last_retry_after = None
             strategy.on_answer(np.asarray(reply, dtype=np.float64), now)
             if after_answer is not None:
                 after_answer(strategy)
@@ -540,19 +538,17 @@ def test_evasive_rate_limit_wait_step_by_step() -> None:
     )
     batch = strategy.next_action(1.0)
     assert isinstance(batch, Submit) and batch.label == "batch 1/2"
-    strategy.last_retry_after = 30.0
-    strategy.on_refusal("rate_limited", "", 2.0)
+    strategy.on_refusal(Refusal("rate_limited", "", 30.0), 2.0)  # type: ignore[arg-type]
     assert strategy.next_action(2.0) == Wait(30.0)
     assert strategy.next_action(29.9) == Wait(30.0)
     again = strategy.next_action(30.0)
     assert isinstance(again, Submit) and again.label == "batch 1/2"
-    strategy.last_retry_after = None
-    strategy.on_refusal("rate_limited", "", 31.0)
+    strategy.on_refusal(Refusal("rate_limited", ""), 31.0)  # type: ignore[arg-type]
     assert strategy.next_action(31.0) == Wait(55.0)
     # another reason on a batch is not a rate limit: the batch is dropped, no wait
     third = strategy.next_action(55.0)
     assert isinstance(third, Submit) and third.label == "batch 1/2"
-    strategy.on_refusal("budget_exhausted", "", 56.0)
+    strategy.on_refusal(Refusal("budget_exhausted", ""), 56.0)  # type: ignore[arg-type]
     fourth = strategy.next_action(56.0)
     assert isinstance(fourth, Submit) and fourth.label == "batch 2/2"
 
@@ -640,7 +636,8 @@ def _only_metrics(allowed: list[str]) -> Callable[[int, Submit], Refusal | None]
     def refuse(_i: int, query: Submit) -> Refusal | None:
         if query.metric in allowed:
             return None
-        return Refusal("invalid", f"metric {query.metric!r} is not answered; allowed: {allowed}")
+        detail = f"metric {query.metric!r} is not answered; allowed: {allowed}"
+        return Refusal("metric_not_allowed", detail)
 
     return refuse
 
@@ -688,7 +685,7 @@ def test_metric_switching_keeps_its_metric_for_other_refusals(reason: str, detai
 def test_metric_switching_keeps_a_metric_that_was_answered_once() -> None:
     context, data = _context(seed=3)
     strategy = MetricSwitching(MetricSwitchingConfig(queries=100, batch=50), context)
-    refuse = {1: Refusal("invalid", "metric 'sp' is not answered; allowed: ['eo']")}
+    refuse = {1: Refusal("metric_not_allowed", "metric 'sp' is not answered; allowed: ['eo']")}
     log = _drive(strategy, data.protected, script=_refusing(lambda i, _q: refuse.get(i)))
     assert [q.metric for q in log.sent] == ["sp"] * 3
     assert strategy.tried == ["sp"]
@@ -785,7 +782,7 @@ def _play_sybil(
         for shard, query in queued:  # answered after everyone had their turn
             refusal = refuse(query)
             if refusal is not None:
-                shard.on_refusal(refusal.reason, refusal.detail, now)
+                shard.on_refusal(refusal, now)  # type: ignore[arg-type]
             else:
                 values = metrics.evaluate("sp", query.predictions, protected=protected)
                 shard.on_answer(np.asarray(values, dtype=np.float64), now)

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from biasleak.agents.messages import Refusal
 from biasleak.agents.models import train_base_model
 from biasleak.agents.public import PublicData, PublicView
 from biasleak.agents.strategies import (
@@ -132,7 +133,7 @@ def _drive(
         sent.append(action)
         now += action.prepare_hours + 0.1
         if refuse is not None and refuse(len(sent) - 1, action):
-            strategy.on_refusal("min_support", "scripted refusal", now)
+            strategy.on_refusal(Refusal("q", "low_support", "scripted refusal"), now)
             continue
         values = metrics.evaluate(
             action.metric, action.predictions, protected=protected, labels=labels

@@ -5,13 +5,13 @@ Nothing here runs a simulation: every test parses or validates scenario text onl
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import re
 from pathlib import Path
 
 import pytest
-import yaml
 
 from biasleak.agents.strategies import STRATEGIES
 from biasleak.agents.strategies.compressed_sensing import CompressedSensingConfig
@@ -21,14 +21,13 @@ from biasleak.sim.cli import main
 from biasleak.sim.scenario import (
     STAGES,
     AdultData,
-    BudgetStage,
-    NoiseStage,
-    RateLimitStage,
     Scenario,
     ScenarioError,
     apply_overrides,
     load_scenario,
     parse_scenario,
+    read_document,
+    read_yaml,
     scenario_hash,
     schema,
 )
@@ -154,14 +153,14 @@ def test_quickstart_builds_rate_limit_budget_and_attribute_conceal() -> None:
     policy = scenario.compliance.build_policy()
     assert isinstance(policy, pol.Policy)
     assert policy.metrics == ("sp", "abs_sp", "eo", "abs_eo")
-    assert policy.rate_limits == (pol.RateLimit(100, "organization"),)
-    assert policy.budgets == (pol.Budget(10.0, 0.0, "organization", "basic"),)
+    assert policy.of_kind("rate_limit") == [pol.RateLimit(100, "organization")]
+    assert policy.of_kind("budget") == [pol.Budget(10.0, 0.0, "organization", "basic")]
     assert policy.noise.mechanism == "attribute_conceal"
     assert policy.noise.epsilon == pytest.approx(0.05)
     assert policy.noise.per == "model"
-    assert policy.min_support is None
-    assert policy.near_duplicate is None
-    assert policy.cache is False
+    assert not policy.has("min_support") and not policy.has("near_duplicate")
+    assert not policy.has("cache")
+    assert [kind for kind, _ in policy.pipeline] == ["rate_limit", "budget", "noise"]
     assert scenario.auditor.enabled is True
     assert scenario.auditor.on_alert == "suspend_identity"
 
@@ -188,12 +187,12 @@ def test_issue_minimal_example_lands_where_expected() -> None:
 
     assert scenario.compliance.metrics == ["sp", "abs_sp", "eo", "abs_eo"]
     rate, budget, noise = scenario.compliance.policy
-    assert isinstance(rate, RateLimitStage)
+    assert isinstance(rate, pol.RateLimit)
     assert (rate.per_day, rate.scope) == (100, "organization")
-    assert isinstance(budget, BudgetStage)
+    assert isinstance(budget, pol.Budget)
     assert (budget.epsilon, budget.scope, budget.composition) == (10.0, "organization", "basic")
     assert budget.delta == 0.0
-    assert isinstance(noise, NoiseStage)
+    assert isinstance(noise, pol.Noise)
     assert (noise.mechanism, noise.epsilon) == ("attribute_conceal", pytest.approx(0.05))
 
     assert scenario.auditor.enabled is True
@@ -202,7 +201,7 @@ def test_issue_minimal_example_lands_where_expected() -> None:
     assert scenario.auditor.on_alert == "suspend_identity"
 
 
-def test_yaml_1_2_scalars_where_pyyaml_uses_yaml_1_1() -> None:
+def _yaml_1_1_trap_text() -> str:
     text = MINIMAL
     text = _edit(text, "horizon_days: 30", "horizon_days: 1e3")
     text = _edit(text, "seed: 42", "seed: 017")
@@ -214,16 +213,22 @@ def test_yaml_1_2_scalars_where_pyyaml_uses_yaml_1_1() -> None:
     text = _edit(text, "batch: 50}", "batch: 50, box: no, probe: no}")
     text = _edit(text, "epsilon: 10.0, scope", "epsilon: .inf, scope")
     text = _edit(text, "  enabled: true", "  enabled: yes")
-    text = _edit(text, "epsilon: 0.05}", "epsilon: 0.05, delta: 1e-6}")
+    return _edit(text, "epsilon: 0.05}", "epsilon: 0.05, delta: 1e-6}")
 
-    # what PyYAML's default (YAML 1.1) loader makes of the same scalars
-    raw = yaml.safe_load(text)
+
+def test_yaml_1_1_reader_falls_into_the_traps() -> None:
+    # what PyYAML's default (YAML 1.1) loader makes of the scalars of the next test
+    yaml = pytest.importorskip("yaml")
+    raw = yaml.safe_load(_yaml_1_1_trap_text())
     assert raw["horizon_days"] == "1e3"
     assert raw["seed"] == 15
     assert raw["developers"][0]["organization"] is False
     assert raw["auditor"]["enabled"] is True
     assert raw["compliance"]["policy"][2]["delta"] == "1e-6"
 
+
+def test_yaml_1_2_scalars_where_pyyaml_uses_yaml_1_1() -> None:
+    text = _yaml_1_1_trap_text()
     scenario = parse_scenario(text)
     assert scenario.horizon_days == 1000.0
     assert scenario.seed == 17
@@ -233,10 +238,10 @@ def test_yaml_1_2_scalars_where_pyyaml_uses_yaml_1_1() -> None:
     assert strategy.box is False
     assert strategy.probe is False  # default True: "no" really was read as false
     budget = scenario.compliance.policy[1]
-    assert isinstance(budget, BudgetStage)
+    assert isinstance(budget, pol.Budget)
     assert budget.epsilon == math.inf
     noise = scenario.compliance.policy[2]
-    assert isinstance(noise, NoiseStage)
+    assert isinstance(noise, pol.Noise)
     assert noise.delta == pytest.approx(1e-6)
     assert scenario.auditor.enabled is True
 
@@ -481,6 +486,181 @@ def test_duplicate_yaml_key_is_an_error(tmp_path: Path) -> None:
     assert "duplicate key 'seed'" in problem
 
 
+def test_duplicate_key_names_the_key_and_both_lines(tmp_path: Path) -> None:
+    text = _edit(GOOD, "      box: false\n", "      box: false\n      queries: 5\n")
+    path = _write(tmp_path, text)
+    (problem,) = _problems(path)
+    first = _line_of(text, "queries: 400")
+    second = _line_of(text, "queries: 5")
+    assert problem == (
+        f"{path}:{second}: not valid YAML: duplicate key 'queries' (first on line {first})"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "key"),
+    [
+        ("a: {b: 1, c: 2, b: 3}\n", 1, "'b'"),
+        ("a:\n  - x: 1\n    y: 2\n    x: 3\n", 4, "'x'"),
+        ("1: a\n01: b\n", 2, "1"),  # the same integer, written twice
+    ],
+    ids=["flow mapping", "list item", "integer key"],
+)
+def test_duplicate_keys_anywhere(text: str, line: int, key: str) -> None:
+    with pytest.raises(ScenarioError) as info:
+        read_yaml(text, source="f.yaml")
+    (problem,) = info.value.problems
+    assert problem.startswith(f"f.yaml:{line}: not valid YAML: duplicate key {key} (first on line ")
+
+
+@pytest.mark.parametrize(
+    ("scalar", "expected"),
+    [
+        ("1e3", 1000.0),
+        ("-1E-3", -0.001),
+        (".5e3", 500.0),
+        ("1.", 1.0),
+        ("017", 17),
+        ("-017", -17),
+        ("0o17", 15),
+        ("0x1F", 31),
+        (".inf", math.inf),
+        ("-.Inf", -math.inf),
+        ("true", True),
+        ("FALSE", False),
+        ("no", "no"),
+        ("yes", "yes"),
+        ("on", "on"),
+        ("off", "off"),
+        ("y", "y"),
+        ("1_000", "1_000"),
+        ("0b101", "0b101"),
+        ("-0o17", "-0o17"),
+        ("0X1F", "0X1F"),
+        ("1:30", "1:30"),
+        ("~", None),
+        ("null", None),
+        ("", None),
+        ("!!str 12", "12"),
+        ("!!float 1", 1.0),
+        ("'1e3'", "1e3"),
+    ],
+)
+def test_yaml_1_2_core_schema_scalars(scalar: str, expected: object) -> None:
+    value = read_yaml(f"k: {scalar}\n")["k"]
+    assert type(value) is type(expected)
+    assert value == expected
+
+
+def test_yaml_version_directive_does_not_bring_back_yaml_1_1() -> None:
+    data = read_yaml("%YAML 1.1\n---\nseed: 017\nflag: no\nn: 1e3\n")
+    assert data == {"seed": 17, "flag": "no", "n": 1000.0}
+
+
+def test_read_yaml_gives_plain_python_data() -> None:
+    text = """\
+base: &b {n: 1e3, name: &t text, on: &f true, k: &i 5}
+folded: >
+  two
+  lines
+quoted: "x"
+list: &l [1, 2.5]
+copy: *b
+again: *l
+when: 2024-01-01
+"""
+    data = read_yaml(text)
+
+    def check(value: object) -> None:
+        assert type(value) in (dict, list, str, int, float, bool, type(None), dt.date), value
+        if isinstance(value, dict):
+            for key, item in value.items():
+                check(key)
+                check(item)
+        elif isinstance(value, list):
+            for item in value:
+                check(item)
+
+    check(data)
+    assert data["base"] == {"n": 1000.0, "name": "text", "on": True, "k": 5}
+    assert data["folded"] == "two lines\n"
+    assert data["copy"] == data["base"]
+    assert data["copy"] is not data["base"]  # an alias is a copy: an override changes one place
+    assert data["again"] == [1, 2.5]
+    assert json.dumps(data["base"], sort_keys=True) == (
+        '{"k": 5, "n": 1000.0, "name": "text", "on": true}'
+    )
+    out = apply_overrides(data, ["base.n=7"])
+    assert (out["base"]["n"], out["copy"]["n"]) == (7, 1000.0)
+
+
+def test_read_document_knows_the_line_of_every_key_and_item() -> None:
+    text = """\
+# a comment first
+name: x
+data: {dataset: adult, n: 5}
+developers:
+  - id: a
+    strategy:
+      kind: k
+  -
+    id: b
+"""
+    document = read_document(text)
+    assert document.line_of([]) == 2
+    assert document.line_of(["name"]) == 2
+    assert document.line_of(["data", "n"]) == 3
+    assert document.line_of(["developers"]) == 4
+    assert document.line_of(["developers", 0]) == 5
+    assert document.line_of(["developers", 0, "strategy", "kind"]) == 7
+    assert document.line_of(["developers", 1]) == 9
+    assert document.line_of(["developers", 1, "id"]) == 9
+    # a key the file does not have: the deepest part of the path it has
+    assert document.line_of(["developers", 0, "strategy", "queries"]) == 6
+    assert document.line_of(["developers", 5, "id"]) == 4
+    assert document.line_of(["nope"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        ("name: x\nk: !foo 1\n", 2, "unknown tag '!foo'"),
+        ("name: x\nk: !!python/object:os.system x\n", 2, "python/object"),
+        ("name: x\nk:\n  - !foo {a: 1}\n", 3, "unknown tag '!foo'"),
+        ("name: x\nk: !!set {a, b}\n", 2, "!!set"),
+        ("name: x\nk: !!binary aGVsbG8=\n", 2, "!!binary"),
+        ("name: x\nk: !!int abc\n", None, "abc"),
+    ],
+    ids=["unknown tag", "python tag", "tagged mapping", "set", "binary", "not what its tag says"],
+)
+def test_yaml_the_rules_do_not_allow_is_one_line(
+    text: str, line: int | None, fragment: str
+) -> None:
+    with pytest.raises(ScenarioError) as info:
+        read_yaml(text, source="f.yaml")
+    (problem,) = info.value.problems
+    where = "f.yaml" if line is None else f"f.yaml:{line}"
+    assert problem.startswith(f"{where}: not valid YAML: "), problem
+    assert fragment in problem
+
+
+def test_integer_written_as_float_is_refused_in_the_file_and_by_set(tmp_path: Path) -> None:
+    # YAML 1.2 reads 1e3 as the float 1000.0; integer keys are strict, in the file and in --set
+    text = _edit(GOOD, "n: 1000}", "n: 1e3}")
+    path = _write(tmp_path, text)
+    (in_file,) = _problems(path)
+    line, key_path, message = _split(in_file, path)
+    assert (line, key_path) == (_line_of(text, "n: 1e3"), "data.n")
+    assert "valid integer (received 1000.0)" in message
+    assert "1000" in message.split("received 1000.0")[1]  # says how to write it
+
+    (by_set,) = _problems(_write(tmp_path, GOOD, "good.yaml"), overrides=["data.n=1e3"])
+    assert by_set.split(": ", 1)[1] == in_file.split(": ", 1)[1]  # the same line and message
+    scenario = load_scenario(_write(tmp_path, GOOD, "good.yaml"), overrides=["data.n=1000"])
+    assert isinstance(scenario.data, AdultData)
+    assert scenario.data.n == 1000
+
+
 @pytest.mark.parametrize(
     ("old", "new", "words"),
     [
@@ -562,7 +742,7 @@ def test_overrides_change_values() -> None:
     assert isinstance(scenario.data, AdultData)
     assert scenario.data.n == 200
     noise = scenario.compliance.policy[2]
-    assert isinstance(noise, NoiseStage)
+    assert isinstance(noise, pol.Noise)
     assert noise.epsilon == 1.0
     strategy = scenario.developers[0].strategy
     assert isinstance(strategy, CompressedSensingConfig)
@@ -584,7 +764,7 @@ def test_override_values_are_read_as_yaml() -> None:
         ],
     )
     noise = scenario.compliance.policy[0]
-    assert isinstance(noise, NoiseStage)
+    assert isinstance(noise, pol.Noise)
     assert noise.epsilon == math.inf
     assert scenario.auditor.enabled is True
     assert scenario.compliance.metrics == ["sp", "eo"]

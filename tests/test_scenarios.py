@@ -216,7 +216,7 @@ def test_sequential_stops_early(summaries: dict[str, Any]) -> None:
 
 def test_metric_switching_falls_back_to_eo(summaries: dict[str, Any]) -> None:
     dev = summaries["adaptive_metric_switching"]["developers"]["switcher"]
-    assert dev["refused"] == {"invalid": 1}
+    assert dev["refused"] == {"metric_not_allowed": 1}
     assert dev["leakage"] > 75.0
 
 

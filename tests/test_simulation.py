@@ -29,6 +29,7 @@ from biasleak.agents.auditor import (
 )
 from biasleak.agents.compliance import Compliance, QueryRecord
 from biasleak.agents.developer import Developer, model_digest
+from biasleak.agents.messages import Refusal
 from biasleak.agents.models import train_base_model
 from biasleak.agents.strategies import (
     DeveloperContext,
@@ -115,8 +116,8 @@ class Scripted(Strategy):
         if self.fail_in == "on_answer":
             raise ValueError("scripted failure in on_answer")
 
-    def on_refusal(self, reason: str, detail: str, now: float) -> None:
-        self.refusals.append((reason, detail, now))
+    def on_refusal(self, refusal: Refusal, now: float) -> None:
+        self.refusals.append((refusal.reason, refusal.detail, now))
 
 
 PROTECTED = np.array([1, 1, 0, 1, 0, 1, 1, 1, 0, 1], dtype=np.int8)
@@ -200,7 +201,7 @@ def test_answers_carry_the_exact_statistical_parity() -> None:
 def test_invalid_queries_are_refused_logged_and_not_charged() -> None:
     # One epsilon in the budget: had an invalid query been charged, the valid one could not be
     # answered; the second valid query shows the budget really is spent by one answer.
-    policy = Policy(metrics=("sp",), budgets=(Budget(1.0),), noise=Noise("laplace", 1.0))
+    policy = Policy(metrics=("sp",), stages=(Budget(1.0), Noise("laplace", 1.0)))
     env, compliance, rec = _world(policy)
     nan_model = _models(3, 1)
     nan_model[0, 4] = np.nan
@@ -228,7 +229,7 @@ def test_invalid_queries_are_refused_logged_and_not_charged() -> None:
 
 
 def _rate_limited_run(retry: bool) -> tuple[Scripted, Recorder]:
-    env, compliance, rec = _world(Policy(metrics=("sp",), rate_limits=(RateLimit(2),)))
+    env, compliance, rec = _world(Policy(metrics=("sp",), stages=(RateLimit(2),)))
     strategy = Scripted([Submit(_models(7, 2)), Submit(_models(8, 1))])
     _developer(env, compliance, rec, "dev", strategy, retry_rate_limited=retry)
     env.run(until=100)
@@ -836,10 +837,10 @@ def test_replay_of_a_truncated_log(
     assert not cut.endswith(b"\n")
     path = tmp_path / "cut.jsonl"
     path.write_bytes(cut)
-    assert main(["replay", str(path), "--json"]) == 0
+    assert main(["replay", str(path), "--json"]) == 1  # the run did not finish
     out = capsys.readouterr()
     rebuilt = json.loads(out.out)
-    assert "no summary" in out.err
+    assert "no summary" in out.err and "truncated" in out.err
     complete = [json.loads(line) for line in cut.decode().splitlines()[:-1]]
     assert len(complete) == cut_line
     for ident in ("mallory", "alice"):

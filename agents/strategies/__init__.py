@@ -16,8 +16,6 @@ from it. Strategies are pure (no SimPy); see :mod:`biasleak.agents.strategies.ba
 
 from __future__ import annotations
 
-import difflib
-
 from biasleak.agents.strategies.adaptive import (
     Averaging,
     AveragingConfig,
@@ -62,6 +60,7 @@ from biasleak.agents.strategies.targeted import (
     SingleQuery,
     SingleQueryConfig,
 )
+from biasleak.mechanisms._validation import did_you_mean
 
 __all__ = [
     "PROXY_KINDS",
@@ -111,8 +110,7 @@ def build_strategy(config: StrategyConfig, context: DeveloperContext) -> Strateg
     """Instantiate the strategy a configuration describes (one identity)."""
     kind = getattr(config, "kind", None)
     if kind not in STRATEGIES:
-        close = difflib.get_close_matches(str(kind), list(STRATEGIES), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(str(kind), list(STRATEGIES))
         raise ValueError(f"strategy kind must be one of {list(STRATEGIES)}; got {kind!r}{hint}")
     if kind == "sybil":
         raise ValueError("a sybil strategy drives several identities: use build_strategies")

@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict
 
+from biasleak.agents.messages import Refusal
 from biasleak.agents.public import PublicData, PublicView
 
 __all__ = [
@@ -148,8 +149,6 @@ class Strategy(ABC):
         """Current guess of the protected attribute (attacks only)."""
         self.estimate_version = 0
         """Incremented at every new estimate, so the process knows when to report it."""
-        self.last_retry_after: float | None = None
-        """The ``retry_after`` of the latest refusal (set by the developer process)."""
         self.answer_infos: list[AnswerInfo] = []
         """Public facts of every answer received, in order (see :meth:`receive_answer`)."""
 
@@ -169,8 +168,13 @@ class Strategy(ABC):
         self.answer_infos.append(info)
         self.on_answer(values, now)
 
-    def on_refusal(self, reason: str, detail: str, now: float) -> None:  # noqa: B027
-        """The last submitted query was refused (default: accept it and move on)."""
+    def on_refusal(self, refusal: Refusal, now: float) -> None:  # noqa: B027
+        """The last submitted query was refused (default: accept it and move on).
+
+        Match on ``refusal.reason`` (a code of
+        :data:`~biasleak.agents.messages.REFUSAL_REASONS`), never on the human-readable
+        ``refusal.detail``; ``refusal.retry_after`` says when a rate-limited query may succeed.
+        """
 
     def report(self) -> dict[str, Any]:
         """JSON-safe facts for the developer's final log event."""

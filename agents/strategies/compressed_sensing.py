@@ -35,6 +35,7 @@ Refused batches are dropped. The strategy stops after its last batch is resolved
 
 from __future__ import annotations
 
+import enum
 import math
 from typing import Any, Final, Literal
 
@@ -43,6 +44,7 @@ from numpy.typing import NDArray
 from pydantic import Field
 from scipy import special
 
+from biasleak.agents.messages import Refusal
 from biasleak.agents.strategies.base import (
     Action,
     AnswerInfo,
@@ -68,6 +70,8 @@ __all__ = [
     "CompressedSensingConfig",
     "EoRevealConfig",
     "EqualizedOddsRevealConfig",
+    "Pending",
+    "SensingConfig",
     "combine_noise",
     "forward_answer",
     "noise_of_answer",
@@ -148,7 +152,7 @@ def combine_noise(models: list[NoiseModel], counts: list[int]) -> NoiseModel:
     return NoiseModel(kind, scales)  # type: ignore[arg-type]
 
 
-class _SensingConfig(StrategyConfig):
+class SensingConfig(StrategyConfig):
     """Fields shared by the compressed-sensing strategies."""
 
     queries: int = Field(400, ge=1, description="number of perturbed models m")
@@ -174,22 +178,41 @@ class _SensingConfig(StrategyConfig):
     )
 
 
-class CompressedSensingConfig(_SensingConfig):
+class CompressedSensingConfig(SensingConfig):
     """Compressed sensing through statistical parity answers (Algorithm 2)."""
 
     kind: Literal["compressed_sensing"] = "compressed_sensing"
 
 
-class EoRevealConfig(_SensingConfig):
+class EoRevealConfig(SensingConfig):
     """Compressed sensing through equal opportunity answers (reaches people with y = 1)."""
 
     kind: Literal["eo_reveal"] = "eo_reveal"
 
 
-class EqualizedOddsRevealConfig(_SensingConfig):
+class EqualizedOddsRevealConfig(SensingConfig):
     """Compressed sensing through equalized-odds answers (TPR and FPR gaps; reaches everyone)."""
 
     kind: Literal["equalized_odds_reveal"] = "equalized_odds_reveal"
+
+
+class Pending(enum.Enum):
+    """What the reply to a compressed-sensing strategy's outstanding query is for.
+
+    A strategy has at most one query outstanding; it records what that query was before
+    returning it (:attr:`CompressedSensing.awaiting`), so that the answer or refusal handed back
+    next is read the right way. The base attack sends only probes and batches; the adaptive
+    variants (:mod:`biasleak.agents.strategies.adaptive`) add checks and trackers.
+    """
+
+    PROBE = "probe"
+    """The group-size probe, or a value read like one (a tracker's combination)."""
+    BATCH = "batch"
+    """A batch of perturbed models (its index: :attr:`CompressedSensing.awaiting_batch`)."""
+    CHECK = "check"
+    """A model re-asked to learn about the noise or a cache, not a measurement to decode."""
+    TRACKER = "tracker"
+    """The four large-support models of a tracker, sent in place of a refused probe."""
 
 
 METRIC_OF_KIND = {"compressed_sensing": "sp", "eo_reveal": "eo", "equalized_odds_reveal": "eodds"}
@@ -200,9 +223,9 @@ class CompressedSensing(Strategy):
 
     kind = "compressed_sensing"
 
-    def __init__(self, config: _SensingConfig, context: DeveloperContext) -> None:
+    def __init__(self, config: SensingConfig, context: DeveloperContext) -> None:
         super().__init__(config, context)
-        self.config: _SensingConfig = config
+        self.config: SensingConfig = config
         n = context.n
         self.metric = METRIC_OF_KIND.get(config.kind, "sp")  # type: ignore[attr-defined]
         labels = context.public.audit.labels == 1
@@ -236,8 +259,11 @@ class CompressedSensing(Strategy):
         """Batch index -> the public facts of its answer (None when not given)."""
         self.sizes_uncertain = False
         """The probe was too noisy to trust: the sizes are re-estimated at every decode."""
+        self.awaiting: Pending | None = None
+        """What the outstanding query is for (None: no query is outstanding)."""
+        self.awaiting_batch: int | None = None
+        """The batch index of the outstanding query when it is a batch, else None."""
         self._next = 0
-        self._pending: str | None = None
         self._answered_batches = 0
         self._infos_seen = 0
 
@@ -249,11 +275,11 @@ class CompressedSensing(Strategy):
             if self.config.probe:
                 probe = np.zeros((1, n))
                 probe[0, [int(c[0]) for c in self.classes]] = 1.0
-                self._pending = "probe"
+                self.expect_probe()
                 return Submit(probe, self.metric, self.config.prepare_hours, "probe")
             self._assume_sizes()
         if self.stop_reason is None and self._next < len(self.batches):
-            self._pending = f"batch {self._next}"
+            self._expect(Pending.BATCH, self._next)
             return Submit(
                 self._batch_models(self._next),
                 self.metric,
@@ -264,6 +290,25 @@ class CompressedSensing(Strategy):
         if answered and (self.estimate is None or self.estimate.models_used < answered):
             self._decode()  # a final decode over every answer
         return Stop(self.stop_reason or "all batches resolved")
+
+    def expect_probe(self) -> None:
+        """The next reply handed in answers the group-size probe.
+
+        For whoever sends the probe on this strategy's behalf (a Sybil coordinator, whose
+        identities send the strategy's queries) before it hands the reply to :meth:`on_answer`
+        or :meth:`on_refusal`.
+        """
+        self._expect(Pending.PROBE)
+
+    def _expect(self, pending: Pending, batch: int | None = None) -> None:
+        """Record what the query about to be returned is for (``batch``: its batch index)."""
+        self.awaiting = pending
+        self.awaiting_batch = batch if pending is Pending.BATCH else None
+
+    def _settle(self) -> None:
+        """The outstanding query's reply has been handled: nothing is awaited any more."""
+        self.awaiting = None
+        self.awaiting_batch = None
 
     # -- hooks for the adaptive variants ----------------------------------------------------------
 
@@ -311,7 +356,7 @@ class CompressedSensing(Strategy):
     def on_answer(self, values: NDArray[np.float64], now: float) -> None:
         vals = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
         info = self._take_info()
-        if self._pending == "probe":
+        if self.awaiting is Pending.PROBE:
             self._learn_sizes(
                 vals[0], [self._class_noise(info, col) for col in range(len(self.classes))]
             )
@@ -323,14 +368,14 @@ class CompressedSensing(Strategy):
             every = self.decode_every
             if every and self._answered_batches % every == 0:
                 self._decode()
-        self._pending = None
+        self._settle()
 
-    def on_refusal(self, reason: str, detail: str, now: float) -> None:
-        if self._pending == "probe":
+    def on_refusal(self, refusal: Refusal, now: float) -> None:
+        if self.awaiting is Pending.PROBE:
             self._assume_sizes()
         else:
             self._next += 1
-        self._pending = None
+        self._settle()
 
     def _learn_sizes(
         self, values: NDArray[np.float64], noises: list[NoiseModel] | None = None

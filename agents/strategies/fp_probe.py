@@ -61,6 +61,7 @@ from numpy.typing import NDArray
 from pydantic import Field
 from scipy import special
 
+from biasleak.agents.messages import Refusal
 from biasleak.agents.strategies.base import (
     Action,
     DeveloperContext,
@@ -72,7 +73,7 @@ from biasleak.agents.strategies.base import (
 )
 from biasleak.mechanisms import metrics
 from biasleak.mechanisms.metrics import METRIC_RANGES
-from biasleak.mechanisms.release import analytic_gaussian_sigma
+from biasleak.mechanisms.release import DATA_DEPENDENT, analytic_gaussian_sigma
 from biasleak.mechanisms.sensitivity import (
     attribute_conceal_beta,
     global_sensitivity,
@@ -313,7 +314,7 @@ class FpProbe(Strategy):
             f"one-person batch {self._next + 1}/{len(self.batches)}",
         )
 
-    def on_refusal(self, reason: str, detail: str, now: float) -> None:
+    def on_refusal(self, refusal: Refusal, now: float) -> None:
         self._next += 1
 
     def on_answer(self, values: NDArray[np.float64], now: float) -> None:
@@ -351,7 +352,7 @@ class FpProbe(Strategy):
 
     def _noise(self, rec: _Record, n0: int) -> tuple[str, float]:
         """(family, scale) of the record's noise under hypothesis N0, as release() computes it."""
-        data_dependent = rec.mechanism in ("smooth_laplace", "attribute_conceal")
+        data_dependent = rec.mechanism in DATA_DEPENDENT
         key = (rec.mechanism, rec.models, rec.epsilon, rec.delta, n0 if data_dependent else 0)
         if key in self._scales:
             return self._scales[key]

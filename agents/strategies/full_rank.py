@@ -40,6 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
+from biasleak.agents.messages import Refusal
 from biasleak.agents.strategies.base import (
     Action,
     DeveloperContext,
@@ -142,7 +143,7 @@ class FullRank(Strategy):
         self._next += 1
         self._decode()
 
-    def on_refusal(self, reason: str, detail: str, now: float) -> None:
+    def on_refusal(self, refusal: Refusal, now: float) -> None:
         self._next += 1
 
     def _decode(self) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field, model_validator
 
+from biasleak.agents.messages import Refusal
 from biasleak.agents.models import train_base_model
 from biasleak.agents.public import PublicView
 from biasleak.agents.strategies.base import (
@@ -131,7 +132,7 @@ class HonestSelection(Strategy):
             self.answers[self._next] = float(vals[0])
             self._next += 1
 
-    def on_refusal(self, reason: str, detail: str, now: float) -> None:
+    def on_refusal(self, refusal: Refusal, now: float) -> None:
         self._next = self.config.candidates if self.config.batch else self._next + 1
 
     def report(self) -> dict[str, Any]:

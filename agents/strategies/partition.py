@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
+from biasleak.agents.messages import Refusal
 from biasleak.agents.strategies.base import (
     Action,
     DeveloperContext,
@@ -112,7 +113,7 @@ class AbsSpPartition(Strategy):
         self._pending = None
         self._publish()
 
-    def on_refusal(self, reason: str, detail: str, now: float) -> None:
+    def on_refusal(self, refusal: Refusal, now: float) -> None:
         assert self._pending is not None
         if self._pending[1] == 0:
             self._stopped = True

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
+from biasleak.agents.messages import Refusal
 from biasleak.agents.strategies.base import (
     Action,
     AnswerInfo,
@@ -29,13 +30,13 @@ from biasleak.agents.strategies.base import (
 from biasleak.agents.strategies.compressed_sensing import (
     CompressedSensing,
     CompressedSensingConfig,
-    _SensingConfig,
+    SensingConfig,
 )
 
 __all__ = ["SybilConfig", "SybilCoordinator", "SybilShard", "sybil_shards"]
 
 
-class SybilConfig(_SensingConfig):
+class SybilConfig(SensingConfig):
     """Configuration of the Sybil adversary."""
 
     kind: Literal["sybil"] = "sybil"
@@ -86,7 +87,7 @@ class SybilCoordinator:
         """A shard's query was answered (``info``: the answer's public facts, when given)."""
         core = self.core
         if batch is None:  # the probe
-            core._pending = "probe"
+            core.expect_probe()
             if info is not None:
                 core.receive_answer(values, info, now)
             else:
@@ -96,10 +97,11 @@ class SybilCoordinator:
         core.batch_infos[batch] = info
         self.resolved.add(batch)
 
-    def refused(self, batch: int | None) -> None:
+    def refused(self, batch: int | None, refusal: Refusal, now: float) -> None:
+        """A shard's query was refused."""
         if batch is None:
-            self.core._pending = "probe"
-            self.core.on_refusal("refused", "", 0.0)
+            self.core.expect_probe()
+            self.core.on_refusal(refusal, now)
         else:
             self.resolved.add(batch)
 
@@ -140,8 +142,8 @@ class SybilShard(Strategy):
         self.coordinator.answered(None if self._probe else self._batch, values, now, info)
         self._sync()
 
-    def on_refusal(self, reason: str, detail: str, now: float) -> None:
-        self.coordinator.refused(None if self._probe else self._batch)
+    def on_refusal(self, refusal: Refusal, now: float) -> None:
+        self.coordinator.refused(None if self._probe else self._batch, refusal, now)
 
     def report(self) -> dict[str, Any]:
         sent = sorted(i for i, s in self.coordinator.assigned.items() if s == self.shard)

@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
+from biasleak.agents.messages import Refusal
 from biasleak.agents.strategies.base import (
     Action,
     DeveloperContext,
@@ -116,7 +117,7 @@ class SingleQuery(_Targeted):
         self._next += 1
         self._publish()
 
-    def on_refusal(self, reason: str, detail: str, now: float) -> None:
+    def on_refusal(self, refusal: Refusal, now: float) -> None:
         self._next += 1
 
 
@@ -179,7 +180,7 @@ class Differencing(_Targeted):
         if self.values:
             self._publish()
 
-    def on_refusal(self, reason: str, detail: str, now: float) -> None:
+    def on_refusal(self, refusal: Refusal, now: float) -> None:
         if self._next == -1:
             self._next = len(self.targets)  # without the base answer no difference is possible
         else:

@@ -49,9 +49,8 @@ DATASETS = {
 def load(name: str, /, **options: Any) -> AuditData:
     """Load a data set by name (one of :data:`DATASETS`) with the loader's keyword options."""
     if name not in DATASETS:
-        import difflib
+        from biasleak.mechanisms._validation import did_you_mean
 
-        close = difflib.get_close_matches(str(name), list(DATASETS), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(str(name), list(DATASETS))
         raise ValueError(f"dataset must be one of {list(DATASETS)}; received {name!r}{hint}")
     return DATASETS[name](**options)

@@ -22,13 +22,13 @@ feature, numeric if all its values parse as numbers, categorical otherwise.
 from __future__ import annotations
 
 import csv
-import difflib
 from pathlib import Path
 from typing import Final, Literal
 
 import numpy as np
 from scipy import special
 
+from biasleak.mechanisms._validation import did_you_mean
 from biasleak.sim.datasets._types import AuditData, PublicData, PublicView
 
 SYNTHETIC_N0: Final = (
@@ -99,8 +99,7 @@ def make_synthetic(
 
 
 def _closest(name: str, options: list[str]) -> str:
-    close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return did_you_mean(name, options)
 
 
 def load_csv(

@@ -20,13 +20,13 @@ removed from the features.
 from __future__ import annotations
 
 import gzip
-import hashlib
 from functools import lru_cache
 from importlib import resources
 from typing import Final, Literal
 
 import numpy as np
 
+from biasleak.mechanisms.digests import text_digest
 from biasleak.sim.datasets._types import AuditData, PublicData, PublicView
 
 SHA256: Final[dict[str, str]] = {
@@ -112,7 +112,7 @@ def read_bundled(name: str) -> str:
     raw = gzip.decompress(
         resources.files("biasleak.sim.datasets").joinpath("data", name).read_bytes()
     )
-    actual = hashlib.sha256(raw).hexdigest()
+    actual = text_digest(raw)
     if actual != SHA256[name]:
         raise DataIntegrityError(INTEGRITY.format(name=name, actual=actual, expected=SHA256[name]))
     return raw.decode("ascii")

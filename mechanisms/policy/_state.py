@@ -1,0 +1,151 @@
+"""What a policy decides about, remembers and returns: the audit set, one request, the state
+kept between requests, and the decision.
+
+The :class:`AuditSet` is the compliance side's private data (the protected attribute and the
+labels). A :class:`Request` is one query as the policy sees it. :class:`PolicyState` holds
+everything a policy remembers between queries (rate-limit buckets, ledgers, cache, recent models,
+suspensions); the compliance agent owns it and :func:`~biasleak.mechanisms.policy.decide` updates
+it only for answered queries. A :class:`Decision` is the outcome; its ``internal`` part (exact
+values, noise scale) must never reach a developer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from biasleak.mechanisms._validation import as_binary
+from biasleak.mechanisms.accounting import LedgerBook
+
+if TYPE_CHECKING:
+    from biasleak.mechanisms.policy.budget import Budget
+
+__all__ = ["AuditSet", "Decision", "ModelHistory", "PolicyState", "Request"]
+
+
+@dataclass(frozen=True, eq=False)
+class AuditSet:
+    """The compliance side's private data: protected attribute and labels of the audit set."""
+
+    protected: NDArray[np.bool_]
+    labels: NDArray[np.bool_]
+
+    @classmethod
+    def from_arrays(cls, protected: ArrayLike, labels: ArrayLike) -> AuditSet:
+        a = as_binary(protected, name="protected")
+        y = as_binary(labels, n=a.shape[0], name="labels", require_both=False)
+        return cls(a, y)
+
+    @property
+    def n(self) -> int:
+        return int(self.protected.shape[0])
+
+    @cached_property
+    def _sizes(self) -> dict[bool, tuple[int, int]]:
+        out = {}
+        for among_positives in (False, True):
+            a = self.protected[self.labels] if among_positives else self.protected
+            n1 = int(np.count_nonzero(a))
+            out[among_positives] = (n1, int(a.shape[0]) - n1)
+        return out
+
+    def group_sizes(self, metric: str) -> tuple[int, int]:
+        """(N1, N0), or (N11, N10) among y = 1 for the EO metrics (computed once per set)."""
+        return self._sizes[metric in ("eo", "abs_eo")]
+
+
+@dataclass(frozen=True, eq=False)
+class Request:
+    """One query as the policy sees it."""
+
+    query_id: str
+    identity: str
+    organization: str
+    metric: str
+    predictions: Any
+    """As sent: validated by :func:`~biasleak.mechanisms.policy.decide`."""
+    digests: tuple[bytes, ...] | None = None
+    """Per-model digests (:func:`~biasleak.mechanisms.policy.model_digest` of each float64 row)
+    when the caller already has them; the cache computes them otherwise."""
+
+
+class ModelHistory:
+    """The last ``window`` answered models of one organisation, in a ring buffer (float32)."""
+
+    def __init__(self, window: int, n: int) -> None:
+        self._buffer = np.empty((window, n), dtype=np.float32)
+        self._size = 0
+        self._next = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[NDArray[np.float32]]:
+        start = self._next - self._size
+        for k in range(self._size):
+            yield self._buffer[(start + k) % self._buffer.shape[0]]
+
+    def rows(self) -> NDArray[np.float32]:
+        """The stored models (in buffer order; order does not matter for a distance check)."""
+        return self._buffer[: self._size]
+
+    def add(self, rows: NDArray[np.float64]) -> None:
+        window = self._buffer.shape[0]
+        for row in rows[-window:]:
+            self._buffer[self._next] = row
+            self._next = (self._next + 1) % window
+            self._size = min(self._size + 1, window)
+
+
+@dataclass
+class PolicyState:
+    """Everything a policy remembers between queries (owned by the compliance agent)."""
+
+    tokens: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Rate-limit buckets: key -> (tokens, time of last refill)."""
+    ledgers: dict[int, LedgerBook] = field(default_factory=dict)
+    """One ledger book per budget stage (by position among the budget stages)."""
+    cache: dict[tuple[str, bytes], NDArray[np.float64]] = field(default_factory=dict)
+    """(metric, model digest) -> released value."""
+    history: dict[str, ModelHistory] = field(default_factory=dict)
+    """Organisation -> its recently answered models (for near-duplicate checks)."""
+    suspended_identities: set[str] = field(default_factory=set)
+    suspended_organizations: set[str] = field(default_factory=set)
+
+    def ledger_book(self, index: int, budget: Budget) -> LedgerBook:
+        """The ledger book of the ``index``-th budget stage (created on first use)."""
+        if index not in self.ledgers:
+            self.ledgers[index] = LedgerBook(
+                budget.epsilon, budget.delta, budget.composition, scope=budget.scope
+            )
+        return self.ledgers[index]
+
+
+@dataclass(frozen=True, eq=False)
+class Decision:
+    """The outcome for one query. ``internal`` must never reach a developer."""
+
+    query_id: str
+    answered: bool
+    values: NDArray[np.float64] | None = None
+    """Released values (shape (m,), or (m, 2) for eodds) when answered."""
+    mechanism: str = "exact"
+    epsilon_charged: float = 0.0
+    delta_charged: float = 0.0
+    cached: tuple[bool, ...] = ()
+    sampler: str = "safe"
+    """How the noise was drawn (public, like the mechanism)."""
+    reason: str | None = None
+    """Refusal reason code when refused (a key of
+    :data:`~biasleak.mechanisms.policy.REFUSAL_REASONS`)."""
+    detail: str = ""
+    retry_after: float | None = None
+    models: int = 0
+    """Number of models in the query (1 for an unreadable one)."""
+    internal: dict[str, Any] = field(default_factory=dict)
+    """Exact values, noise scale, sensitivity: compliance-side log only."""

@@ -1,0 +1,115 @@
+"""Refuse rules: models that single people out, or barely differ from earlier ones.
+
+``min_support`` refuses a model that accepts (h >= 0.5) fewer than k people or rejects fewer than
+k, which stops the single-person queries of the paper's Example 1. ``near_duplicate`` refuses a
+model whose L1 distance ``sum_j |h_j - h'_j|`` (for 0/1 models, the number of people on whom they
+disagree) to one of the organisation's recently answered models, or to another model of the same
+batch, is below a threshold: the differencing pair of Example 2 is at distance 1 (a flipped
+decision) or ``|1 - 2 h_j|`` (a flipped probability). Both look only at the models not served
+from the cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import Field
+
+from biasleak.mechanisms.policy._stage import Pending, Refused, StageConfig
+from biasleak.mechanisms.policy._state import ModelHistory
+
+__all__ = ["MinSupport", "NearDuplicate"]
+
+
+class MinSupport(StageConfig):
+    """Refuse models that accept (h >= 0.5) fewer than ``k`` people or reject fewer than ``k``."""
+
+    ORDER: ClassVar[int] = 50
+    REFUSALS: ClassVar[dict[str, str]] = {
+        "low_support": "a model accepts or rejects fewer than k people"
+    }
+
+    kind: Literal["min_support"] = "min_support"
+    k: int = Field(ge=1, description="refuse models accepting or rejecting fewer than k people")
+
+    @classmethod
+    def check(cls, stages: Sequence[MinSupport], q: Pending) -> Refused | None:
+        h = q.h_new
+        if not h.shape[0]:
+            return None
+        k = stages[0].k
+        accepted = np.count_nonzero(h >= 0.5, axis=1)
+        n = h.shape[1]
+        for i, acc in enumerate(accepted):
+            if acc < k:
+                detail = f"model {i} accepts {int(acc)} people (h >= 0.5); at least {k} required"
+                return Refused("low_support", detail)
+            if n - acc < k:
+                detail = f"model {i} rejects {int(n - acc)} people (h < 0.5); at least {k} required"
+                return Refused("low_support", detail)
+        return None
+
+
+class NearDuplicate(StageConfig):
+    """Refuse models within L1 distance ``threshold`` (in people) of an earlier one."""
+
+    ORDER: ClassVar[int] = 60
+    REFUSALS: ClassVar[dict[str, str]] = {
+        "near_duplicate": "a model is too close to an earlier one of the organisation"
+    }
+
+    kind: Literal["near_duplicate"] = "near_duplicate"
+    threshold: float = Field(
+        gt=0.0,
+        allow_inf_nan=False,
+        description="L1 distance in people (0/1 models: people whose decision differs)",
+    )
+    """L1 distance below which two models are near-duplicates (0/1 models: people differing)."""
+    window: int = Field(1000, ge=1)
+    """How many of the organisation's most recent answered models to compare with."""
+
+    @classmethod
+    def check(cls, stages: Sequence[NearDuplicate], q: Pending) -> Refused | None:
+        h = q.h_new
+        if not h.shape[0]:
+            return None
+        problem = _closest(h, q.state.history.get(q.request.organization), stages[0].threshold)
+        return Refused("near_duplicate", problem) if problem else None
+
+    @classmethod
+    def commit(cls, stages: Sequence[NearDuplicate], q: Pending) -> None:
+        if not q.m_new:
+            return
+        org = q.request.organization
+        if org not in q.state.history:
+            q.state.history[org] = ModelHistory(stages[0].window, q.h.shape[1])
+        q.state.history[org].add(q.h_new)
+
+
+def _closest(h: NDArray[np.float64], history: ModelHistory | None, threshold: float) -> str | None:
+    n = h.shape[1]
+    h32 = h.astype(np.float32)
+    past = history.rows() if history is not None else np.empty((0, n), np.float32)
+    scratch = np.empty((past.shape[0] + h32.shape[0], n), dtype=np.float32)
+    for i in range(h32.shape[0]):
+        others = np.concatenate([past, h32[:i]]) if i else past
+        if others.shape[0] == 0:
+            continue
+        diff = scratch[: others.shape[0]]
+        np.subtract(others, h32[i], out=diff)
+        dist = np.abs(diff, out=diff).sum(axis=1)
+        j = int(np.argmin(dist))
+        if dist[j] < threshold:
+            what = (
+                "an earlier model of the organisation"
+                if j < past.shape[0]
+                else (f"model {j - past.shape[0]} of the same query")
+            )
+            return (
+                f"model {i} is at L1 distance {float(dist[j]):.3g} from {what}; models closer "
+                f"than {threshold:g} (in people) are refused"
+            )
+    return None

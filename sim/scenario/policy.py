@@ -1,0 +1,48 @@
+"""The compliance team's answering policy: the ``compliance:`` mapping of a scenario file.
+
+The policy is a list of stages, each told apart by its ``kind`` (a discriminated union built
+from the stage registry :data:`biasleak.mechanisms.policy.STAGES`: ``rate_limit``, ``budget``,
+``noise``, ``min_support``, ``near_duplicate``, ``cache``). The stage models themselves live in
+:mod:`biasleak.mechanisms.policy`; the same model validates a file's entry and runs in the
+policy, so a new stage needs no change here. Whatever the order in the file, the stages run in
+the pipeline order of :class:`biasleak.mechanisms.policy.Policy`; :meth:`ComplianceConfig.
+build_policy` builds that policy, and validation builds it once too, so every rule of the policy
+(one noise stage at most, metrics with a sensitivity under noise) is checked when the file is
+loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from biasleak.mechanisms import policy as pol
+from biasleak.mechanisms.metrics import METRICS
+from biasleak.mechanisms.policy import STAGES, Stage
+from biasleak.sim.scenario.base import Strict
+
+__all__ = ["STAGES", "ComplianceConfig", "Stage"]
+
+
+class ComplianceConfig(Strict):
+    """The compliance team: metrics it answers and its policy stages."""
+
+    metrics: list[Literal[METRICS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: ["sp", "abs_sp", "eo", "abs_eo"], min_length=1
+    )
+    policy: list[Stage] = Field(default_factory=list)
+    answer_hours: float = Field(0.1, ge=0.0, allow_inf_nan=False)
+    latency_hours: float = Field(0.0, ge=0.0, allow_inf_nan=False)
+    max_models: int = Field(10_000, ge=1)
+
+    @model_validator(mode="after")
+    def _stages(self) -> ComplianceConfig:
+        self.build_policy()  # the policy's own rules, at load time
+        if len(set(self.metrics)) != len(self.metrics):
+            raise ValueError(f"metrics lists a metric twice: {self.metrics}")
+        return self
+
+    def build_policy(self) -> pol.Policy:
+        """The :class:`~biasleak.mechanisms.policy.Policy` these stages describe."""
+        return pol.Policy(tuple(self.metrics), tuple(self.policy), self.max_models)
