@@ -28,13 +28,19 @@ a cluster. Results go to ``OUT/``:
 - ``sweep.json``: the scenario file, seed count and ``--set`` overrides the sweep was run with
   (reports print the command that remakes the folder from it).
 
-A run that raises is recorded with ``status: failed`` and its error; the sweep goes on.
+A run that raises is recorded with ``status: failed`` and its error; the sweep goes on. Without
+pyarrow the sweep says that it skipped ``results.parquet`` (:attr:`SweepResult.notes`).
+
+Ctrl-C (or SIGTERM, from the command line) stops a sweep at once: runs not yet started are
+cancelled, a pool the sweep made itself is stopped with its workers (one passed in is stopped by
+whoever made it, with :func:`biasleak.sim.executors.pool`), the rows of every finished run are
+already in ``results.jsonl``, ``results.csv`` is written for them, and the interrupt goes on to
+the caller. Running the same sweep again runs only the rest.
 """
 
 from __future__ import annotations
 
 import csv
-import hashlib
 import itertools
 import json
 import math
@@ -42,11 +48,15 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+from biasleak.mechanisms.digests import text_digest
+from biasleak.sim._optional import MissingExtra, require, skipped
+from biasleak.sim.executors import close_executor, make_executor, pool, run_each, shielded
 from biasleak.sim.runlog import jsonable
 from biasleak.sim.scenario import (
     Scenario,
@@ -60,7 +70,7 @@ __all__ = [
     "GRID_SEEDS",
     "SweepResult",
     "Task",
-    "close_executor",
+    "close_executor",  # with make_executor, from biasleak.sim.executors (they lived here first)
     "expand",
     "flatten_red_team",
     "make_executor",
@@ -68,10 +78,6 @@ __all__ = [
 ]
 
 GRID_SEEDS = "seeds"
-DASK_MISSING = (
-    "the Dask executor needs the optional extra: pip install 'biasleak[dask]' "
-    "(it installs dask and distributed)"
-)
 
 
 @dataclass(frozen=True)
@@ -135,7 +141,7 @@ def expand(
         for k in range(count):
             seed = scenario.seed + k
             resolved = scenario.model_copy(update={"seed": seed})
-            digest = hashlib.sha256(f"{scenario_hash(resolved)}:{seed}".encode()).hexdigest()
+            digest = text_digest(f"{scenario_hash(resolved)}:{seed}")
             if digest[:16] in seen:  # a value listed twice: the same run
                 continue
             seen.add(digest[:16])
@@ -223,39 +229,6 @@ def run_task(task: Task, log_dir: str) -> dict[str, Any]:
     return jsonable(row)
 
 
-def make_executor(kind: str, *, workers: int, address: str | None = None) -> tuple[Executor, Any]:
-    """An executor and the Dask client behind it (or None); release both with
-    :func:`close_executor` (a local cluster is closed with its client)."""
-    if kind == "process":
-        return ProcessPoolExecutor(max_workers=workers), None
-    if kind == "dask":
-        try:
-            from distributed import Client, LocalCluster
-        except ImportError:
-            raise ValueError(DASK_MISSING) from None
-        if address:
-            client = Client(address)
-        else:
-            client = Client(
-                LocalCluster(
-                    n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
-                )
-            )
-        return client.get_executor(), client
-    raise ValueError(f"executor must be 'process' or 'dask'; received {kind!r}")
-
-
-def close_executor(executor: Executor | None, client: Any = None) -> None:
-    """Shut an executor down, and close a Dask client and the local cluster it started."""
-    if executor is not None:
-        executor.shutdown()
-    if client is not None:
-        cluster = getattr(client, "cluster", None)
-        client.close()
-        if cluster is not None:
-            cluster.close()
-
-
 @dataclass(frozen=True)
 class SweepResult:
     """What a sweep did."""
@@ -267,6 +240,8 @@ class SweepResult:
     failed: int
     rows: list[dict[str, Any]]
     """Every row of ``results.jsonl`` (earlier runs included)."""
+    notes: tuple[str, ...] = ()
+    """What the sweep skipped, one line each (Parquet without pyarrow)."""
 
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:
@@ -282,8 +257,12 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def write_tables(out: Path, rows: list[dict[str, Any]]) -> list[Path]:
-    """results.csv (and results.parquet with pyarrow) from the rows, latest row per run id."""
+def write_tables(out: Path, rows: list[dict[str, Any]]) -> tuple[list[Path], str | None]:
+    """results.csv (and results.parquet with pyarrow) from the rows, latest row per run id.
+
+    Returns the files written and, when pyarrow is missing, the line that says Parquet was
+    skipped (else None).
+    """
     latest: dict[str, dict[str, Any]] = {}
     for row in rows:
         latest[row["run_id"]] = row
@@ -299,16 +278,16 @@ def write_tables(out: Path, rows: list[dict[str, Any]]) -> list[Path]:
         writer.writeheader()
         writer.writerows(ordered)
     try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        return paths
+        pa = require("pyarrow")
+        pq = require("pyarrow.parquet")
+    except MissingExtra as err:
+        return paths, skipped(err)
     table = pa.Table.from_pylist(
         [{c: (None if r.get(c) is None else str(r.get(c))) for c in columns} for r in ordered]
     )
     pq.write_table(table, out / "results.parquet")
     paths.append(out / "results.parquet")
-    return paths
+    return paths, None
 
 
 class Progress:
@@ -389,8 +368,6 @@ def run_sweep(
     earlier = _read_rows(record)
     finished = {r["run_id"] for r in earlier if r.get("status") == "ok"}
     todo = [t for t in tasks if t.run_id not in finished]
-    own = executor is None
-    pool = executor or (ProcessPoolExecutor(max_workers=workers) if workers > 1 else None)
     stream = sys.stderr if progress == "stderr" else progress
     # nothing to run (a finished sweep resumed): no progress line
     progress_line = Progress(len(todo), stream if todo else None)  # type: ignore[arg-type]
@@ -402,6 +379,8 @@ def run_sweep(
         if cut:
             with record.open("a", encoding="utf-8") as fix:
                 fix.write("\n")
+    pooled = executor is not None or workers > 1
+    stopped: KeyboardInterrupt | None = None
     with record.open("a", encoding="utf-8") as fh:
 
         def keep(row: dict[str, Any]) -> None:
@@ -415,28 +394,46 @@ def run_sweep(
             progress_line.failed += row.get("status") != "ok"
             if on_row is not None:
                 on_row(row)
+            if pooled:  # the runs still under way
+                progress_line.show(min(len(todo) - progress_line.done, workers))
 
         log_dir = str(out_dir / "logs")
+        # a pool made here is stopped at once on Ctrl-C; a given executor is its owner's to stop
+        runner = nullcontext(executor) if executor is not None else pool("process", workers=workers)
         try:
-            if pool is None:
-                for task in todo:
-                    progress_line.show(1)
-                    keep(run_task(task, log_dir))
-                progress_line.show(0)
-            else:
-                futures: list[Future] = [pool.submit(run_task, t, log_dir) for t in todo]
-                progress_line.show(min(len(futures), workers))
-                for future in as_completed(futures):
-                    keep(future.result())
-                    progress_line.show(min(len(futures) - progress_line.done, workers))
-        finally:
-            if own and pool is not None:
-                pool.shutdown(cancel_futures=True)
+            with runner as running:
+                if running is None:
+                    for task in todo:
+                        progress_line.show(1)
+                        keep(run_task(task, log_dir))
+                    progress_line.show(0)
+                else:
+                    run_each(
+                        running,
+                        run_task,
+                        [(task, log_dir) for task in todo],
+                        keep=keep,
+                        started=lambda n: progress_line.show(min(n, workers)),
+                    )
+        except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: keep what finished, then stop
+            stopped = err
     progress_line.close()
+    if stopped is not None:
+        with shielded():
+            write_tables(out_dir, _read_rows(record))
+        raise stopped
     rows = earlier + new_rows
-    write_tables(out_dir, rows)
+    _, note = write_tables(out_dir, rows)
     ok = sum(1 for r in new_rows if r.get("status") == "ok")
-    return SweepResult(out_dir, len(tasks), len(tasks) - len(todo), ok, len(new_rows) - ok, rows)
+    return SweepResult(
+        out_dir,
+        len(tasks),
+        len(tasks) - len(todo),
+        ok,
+        len(new_rows) - ok,
+        rows,
+        () if note is None else (note,),
+    )
 
 
 def iter_rows(out: str | Path) -> Iterator[dict[str, Any]]:

@@ -1,8 +1,10 @@
-"""The ``biasleak`` command line: version, the demo job, its errors and its entry points."""
+"""The ``biasleak`` command line: version, the demo job, its errors and its entry points, the
+red team, compare, Ctrl-C and SIGTERM, and what a sweep says it skipped."""
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from importlib import metadata
@@ -293,3 +295,44 @@ def test_ctrl_c_ends_a_command_with_one_line_and_exit_130(
     assert cli.main(["redteam", "scenarios/redteam_laplace.yaml"]) == 130
     err = capsys.readouterr().err
     assert err.startswith("biasleak redteam: interrupted") and "Traceback" not in err
+
+
+def test_sigterm_stops_a_command_like_ctrl_c_and_the_handler_comes_back(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from biasleak.sim import cli
+
+    before = signal.getsignal(signal.SIGTERM)
+
+    def terminated(_args: object) -> int:
+        signal.raise_signal(signal.SIGTERM)  # as `kill PID` would
+        return 0
+
+    monkeypatch.setitem(cli.COMMANDS, "redteam", terminated)
+    assert cli.main(["redteam", "scenarios/redteam_laplace.yaml"]) == 130
+    err = capsys.readouterr().err
+    assert err.startswith("biasleak redteam: terminated (SIGTERM)") and "Traceback" not in err
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_sweep_says_when_it_skips_parquet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from biasleak.sim import sweep
+    from biasleak.sim._optional import MissingExtra
+
+    def without_pyarrow(module: str) -> Any:  # as if the extra were not installed
+        raise MissingExtra(module)
+
+    monkeypatch.setattr(sweep, "require", without_pyarrow)
+    path = tmp_path / "own.yaml"
+    path.write_text(
+        RED_TEAM.replace("red_team: {attacks: [single_query, full_rank, eo_reveal]}\n", ""),
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "1 runs: 0 already done, 1 ok, 0 failed" in captured.out
+    assert "skipped Parquet files" in captured.err and "biasleak[parquet]" in captured.err
+    assert (out / "results.csv").is_file() and not (out / "results.parquet").exists()

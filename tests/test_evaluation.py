@@ -17,8 +17,8 @@ from biasleak.mechanisms.ceiling import (
     proxy_prior_ceiling,
 )
 from biasleak.sim.evaluation import calibration, leakage, summarize, tpr_at_fpr
+from biasleak.sim.report import aggregate, compare_rows, format_compare, format_run
 from biasleak.sim.scenario import parse_scenario
-from biasleak.sim.tables import aggregate, compare_rows, format_compare, format_run
 from biasleak.sim.world import run_scenario
 
 TRUTH = np.array([0, 0, 1, 1, 1, 1, 1, 1, 1, 1])

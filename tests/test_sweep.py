@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from biasleak.sim._optional import MissingExtra, skipped
 from biasleak.sim.cli import main
 from biasleak.sim.report import PAPER, batch_errors, write_report
 from biasleak.sim.runlog import jsonable
@@ -641,7 +642,7 @@ def test_sweep_report_without_matplotlib(
     path = write_report(result.out, to=tmp_path / "plain")
     text = path.read_text(encoding="utf-8")
     assert "## Leakage and utility" in text
-    assert "figures need the optional extra: pip install 'biasleak[plots]'" in text
+    assert skipped(MissingExtra("matplotlib")) in text.splitlines()
     assert "## Figures" not in text
     assert sorted(p.name for p in path.parent.iterdir()) == ["report.md"]
 
@@ -936,7 +937,7 @@ def test_leakage_utility_points_are_coloured_by_one_key_and_labelled_by_the_othe
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from biasleak.sim.report import _scatter_points
+    from biasleak.sim.report.figures import scatter_points
 
     keys = ["compliance.policy.0.mechanism", "compliance.policy.0.epsilon"]
     points = [
@@ -945,14 +946,14 @@ def test_leakage_utility_points_are_coloured_by_one_key_and_labelled_by_the_othe
         for eps in (1.0, 10.0, 100.0)
     ]
     fig, ax = plt.subplots()
-    _scatter_points(ax, points, keys)
+    scatter_points(ax, points, keys)
     labels = sorted(c.get_label() for c in ax.collections)
     assert labels == ["mechanism=attribute_conceal", "mechanism=laplace"]
     notes = sorted(t.get_text() for t in ax.texts)
     assert notes == sorted(f"epsilon={e}" for e in (1.0, 10.0, 100.0) for _ in range(2))
     # one key: one colour, the key's value as the label
     ax.clear()
-    _scatter_points(ax, [(0.1, 50.0, json.dumps([e])) for e in (1.0, 2.0)], keys[1:])
+    scatter_points(ax, [(0.1, 50.0, json.dumps([e])) for e in (1.0, 2.0)], keys[1:])
     assert [c.get_label() for c in ax.collections] == ["grid point"]
     assert [t.get_text() for t in ax.texts] == ["epsilon=1.0", "epsilon=2.0"]
     plt.close(fig)
@@ -963,7 +964,7 @@ def test_leakage_utility_point_is_the_strongest_attacker(tmp_path: Path) -> None
     import matplotlib
 
     matplotlib.use("Agg")
-    from biasleak.sim import report as rep
+    from biasleak.sim.report import figures
 
     two = TINY.replace(
         "compliance:",
@@ -972,12 +973,9 @@ def test_leakage_utility_point_is_the_strongest_attacker(tmp_path: Path) -> None
     path = _write(tmp_path, two + "grid:\n  compliance.policy.0.epsilon: [10.0, .inf]\n")
     result = run_sweep(path, out=tmp_path / "out", progress=None)
     seen: list[list[tuple[float, float, str]]] = []
-    original = rep._scatter_points
-    try:
-        rep._scatter_points = lambda ax, points, keys: seen.append(points)  # type: ignore[assignment]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(figures, "scatter_points", lambda ax, points, keys: seen.append(points))
         write_report(result.out)
-    finally:
-        rep._scatter_points = original  # type: ignore[assignment]
     (points,) = seen
     by_eps = {json.loads(tag)[0]: (x, y) for x, y, tag in points}
     assert set(by_eps) == {10.0, "inf"}
@@ -1026,7 +1024,7 @@ def test_cli_paper_runs_the_sweeps_and_writes_the_report(
 
 
 def test_verdict_paragraph_counts_agreement_and_error_ratios() -> None:
-    from biasleak.sim.report import _verdict
+    from biasleak.sim.report.verdict import verdict
 
     leakage = [
         ("cell a", 50.0, 2.0, 55.0),  # within 10 points
@@ -1040,7 +1038,7 @@ def test_verdict_paragraph_counts_agreement_and_error_ratios() -> None:
         ([50.0, 2.0, 1.1, 0.5, 0.1], 4.0),  # median half the paper; nothing within 30%
         ([1.0, 1.0, 1.0, 1.0, 1.0], 0.0),  # the paper gives 0: no ratio
     ]
-    (text,) = _verdict(errors, leakage)
+    (text,) = verdict(errors, leakage)
     assert text == (
         "**Where we agree and where we do not.** Leakage agrees with the paper (within 10 points "
         "or two standard deviations) in 2 of 3 cells; it does not in cell c (ours 50.0 ± 1.0, "
@@ -1049,7 +1047,7 @@ def test_verdict_paragraph_counts_agreement_and_error_ratios() -> None:
         "within 30% of the paper's value, per reading: mean 0, median 0, clamped 0, "
         "|mean signed| 1, mean / m 1 (of 2)."
     )
-    assert _verdict([], None) == []
+    assert verdict([], None) == []
 
 
 FIGURE2 = (

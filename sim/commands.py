@@ -1,0 +1,366 @@
+"""What each ``biasleak`` subcommand does once its options are parsed.
+
+One function per subcommand, ``cmd_<name>(args) -> exit code``; :mod:`biasleak.sim.cli` builds
+the parser and dispatches to them. Every command turns bad input (a scenario file, an override, a
+count below 1) into readable lines on stderr and exit code 2, never a traceback.
+
+Commands that hand runs to a pool of workers (``run`` and ``redteam`` with ``--workers``,
+``sweep``, ``paper``) open it with :func:`biasleak.sim.executors.pool`, so that Ctrl-C or SIGTERM
+stops the workers with the command. A command stopped that way ends with one line on stderr and
+exit code 130 (:func:`stopped`): ``sweep`` and ``paper`` say where the finished runs are and
+that the same command resumes; ``compare`` writes its ``--csv`` for the runs that finished. A run
+cut short leaves its log without a summary line, which ``replay`` reports as truncated (exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from biasleak.sim.executors import Terminated, pool
+
+__all__ = [
+    "EXIT_STOPPED",
+    "cmd_compare",
+    "cmd_paper",
+    "cmd_redteam",
+    "cmd_replay",
+    "cmd_report",
+    "cmd_run",
+    "cmd_schema",
+    "cmd_sweep",
+    "cmd_validate",
+    "stopped",
+]
+
+EXIT_STOPPED = 130
+"""Exit code of a command stopped by Ctrl-C or SIGTERM (128 + SIGINT, as shells report it)."""
+
+RUN_CUT_SHORT = "a run that was under way left its log without a summary line"
+REPLAY_TRUNCATED = (
+    "{log}: truncated: the run did not finish (no summary line); rebuilt from {events} events"
+)
+
+
+def _fail(problems: list[str]) -> int:
+    for line in problems:
+        print(line, file=sys.stderr)
+    return 2
+
+
+def stopped(command: str, err: KeyboardInterrupt, detail: str = RUN_CUT_SHORT) -> int:
+    """One line on stderr for a command stopped by Ctrl-C (or SIGTERM); the exit code."""
+    how = "terminated (SIGTERM)" if isinstance(err, Terminated) else "interrupted"
+    print(f"biasleak {command}: {how}; {detail}", file=sys.stderr)
+    return EXIT_STOPPED
+
+
+def _same_command(args: argparse.Namespace) -> str:
+    """The command line that was run (``main`` keeps its arguments in ``args.argv``)."""
+    return shlex.join(["biasleak", *getattr(args, "argv", [args.command])])
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``biasleak run``."""
+    from biasleak.sim.report import format_run
+    from biasleak.sim.runlog import dumps
+    from biasleak.sim.scenario import ScenarioError, load_scenario
+    from biasleak.sim.world import run_scenario
+
+    try:
+        scenario = load_scenario(args.file, overrides=args.overrides)
+        if args.seed is not None and args.seed < 0:
+            return _fail([f"--seed must be >= 0; received {args.seed}"])
+        result = run_scenario(scenario, seed=args.seed, log_dir=args.log_dir)
+    except ScenarioError as err:
+        return _fail(err.problems)
+    except ValueError as err:  # data that cannot be loaded as configured
+        return _fail([f"{args.file}: {err}"])
+    red = None
+    if scenario.red_team is not None:
+        from biasleak.sim.redteam import format_red_team, run_red_team
+
+        if args.workers < 1:
+            return _fail([f"--workers must be >= 1; received {args.workers}"])
+        with pool("process", workers=args.workers) as executor:
+            red = run_red_team(scenario, seed=args.seed, log_dir=args.log_dir, executor=executor)
+    if args.json:
+        shown = result.summary if red is None else {**result.summary, "red_team": red.to_json()}
+        print(dumps(shown))
+    else:
+        print(format_run(result.summary))
+        if red is not None:
+            print()
+            print(format_red_team(red))
+    return 0
+
+
+def cmd_redteam(args: argparse.Namespace) -> int:
+    """``biasleak redteam``."""
+    from biasleak.sim.redteam import format_red_team, run_red_team
+    from biasleak.sim.runlog import dumps
+    from biasleak.sim.scenario import ScenarioError, load_scenario
+
+    problems = []
+    if args.workers < 1:
+        problems.append(f"--workers must be >= 1; received {args.workers}")
+    if args.seed is not None and args.seed < 0:
+        problems.append(f"--seed must be >= 0; received {args.seed}")
+    if problems:
+        return _fail(problems)
+    try:
+        scenario = load_scenario(args.file, overrides=args.overrides)
+        with pool("process", workers=args.workers) as executor:
+            result = run_red_team(scenario, seed=args.seed, log_dir=args.log_dir, executor=executor)
+    except ScenarioError as err:
+        return _fail(err.problems)
+    except ValueError as err:
+        return _fail([f"{args.file}: {err}"])
+    print(dumps(result.to_json()) if args.json else format_red_team(result))
+    return 0
+
+
+def _write_csv(path: str, rows: list[dict[str, Any]]) -> None:
+    import csv
+
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``biasleak compare``."""
+    from biasleak.sim.redteam import (
+        format_strongest,
+        run_red_team,
+        scenario_attacks,
+        strongest_over_runs,
+    )
+    from biasleak.sim.report import aggregate, compare_rows, format_compare
+    from biasleak.sim.runlog import dumps
+    from biasleak.sim.scenario import ScenarioError, load_scenario
+    from biasleak.sim.world import run_scenario
+
+    if args.seeds < 1:
+        return _fail([f"--seeds must be >= 1; received {args.seeds}"])
+    try:
+        scenarios = [load_scenario(f, overrides=args.overrides) for f in args.files]
+    except ScenarioError as err:
+        return _fail(err.problems)
+    results = []
+    strongest = []
+    try:
+        for scenario in scenarios:
+            attacks = []  # per seed, the attack records the verdict rests on
+            for k in range(args.seeds):
+                try:
+                    result = run_scenario(scenario, seed=scenario.seed + k, log_dir=args.log_dir)
+                    if scenario.red_team is not None:
+                        red = run_red_team(scenario, seed=scenario.seed + k, log_dir=args.log_dir)
+                        attacks.append(red.attacks)
+                    else:
+                        attacks.append(scenario_attacks(result.summary))
+                except ValueError as err:
+                    return _fail([f"{scenario.name}: {err}"])
+                results.append((scenario.name, result.summary))
+            source = "red team" if scenario.red_team is not None else "scenario"
+            strongest.append(strongest_over_runs(scenario.name, attacks, source=source))
+    except KeyboardInterrupt as err:
+        total = len(scenarios) * args.seeds
+        detail = f"{len(results)} of {total} runs finished"
+        if args.csv and results:
+            _write_csv(args.csv, compare_rows(results))
+            detail += f" (rows: {args.csv})"
+        return stopped("compare", err, f"{detail}; {RUN_CUT_SHORT}")
+    rows = compare_rows(results)
+    if args.csv:
+        _write_csv(args.csv, rows)
+    if args.json:
+        print(dumps({"runs": rows, "aggregate": aggregate(rows), "strongest": strongest}))
+    else:
+        print(format_compare(aggregate(rows)))
+        print()
+        print(format_strongest(strongest))
+        if args.csv:
+            print(f"rows: {args.csv}")
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """``biasleak replay``: 0 when the rebuilt summary equals the stored one, 1 when it differs
+    or the log is truncated (no summary line: the run did not finish)."""
+    from biasleak.sim.evaluation import summarize
+    from biasleak.sim.report import format_run
+    from biasleak.sim.runlog import dumps, jsonable, read_log
+
+    try:
+        events = list(read_log(args.log))
+    except (OSError, ValueError) as err:
+        return _fail([f"{args.log}: cannot read the run log ({err})"])
+    stored = next((e["summary"] for e in events if e.get("event") == "summary"), None)
+    try:
+        rebuilt = jsonable(summarize(events))
+    except (KeyError, ValueError) as err:
+        return _fail([f"{args.log}: not a biasleak run log ({err})"])
+    shown = {"log": args.log, **rebuilt}
+    print(dumps(shown) if args.json else format_run(shown))
+    if stored is None:
+        print(REPLAY_TRUNCATED.format(log=args.log, events=len(events) - 1), file=sys.stderr)
+        return 1
+    if stored != rebuilt:
+        print(f"{args.log}: the rebuilt summary differs from the stored one", file=sys.stderr)
+        return 1
+    if not args.json:
+        print("the rebuilt summary equals the one the run stored")
+    return 0
+
+
+def _count_problems(args: argparse.Namespace) -> list[str]:
+    """``--workers`` and ``--seeds`` of ``sweep`` and ``paper``: both must be at least 1."""
+    problems = []
+    if args.workers < 1:
+        problems.append(f"--workers must be >= 1; received {args.workers}")
+    if args.seeds is not None and args.seeds < 1:
+        problems.append(f"--seeds must be >= 1; received {args.seeds}")
+    return problems
+
+
+def _resume_line(args: argparse.Namespace, finished: int, where: str) -> str:
+    runs = "run" if finished == 1 else "runs"
+    return (
+        f"{finished} {runs} finished before the stop (results in {where}); "
+        f"resume with the same command: {_same_command(args)}"
+    )
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """``biasleak sweep``."""
+    from biasleak.sim.scenario import ScenarioError, load_scenario
+    from biasleak.sim.sweep import run_sweep
+
+    problems = _count_problems(args)
+    if problems:
+        return _fail(problems)
+    finished: list[dict[str, Any]] = []
+    out = args.out
+    try:
+        scenario = load_scenario(args.file, overrides=args.overrides)
+        out = args.out or f"sweeps/{scenario.name}"
+        with pool(args.executor, workers=args.workers, address=args.address) as executor:
+            result = run_sweep(
+                args.file,
+                out=out,
+                seeds=args.seeds,
+                overrides=args.overrides,
+                executor=executor,
+                workers=args.workers,
+                on_row=finished.append,
+            )
+    except ScenarioError as err:
+        return _fail(err.problems)
+    except ValueError as err:
+        return _fail([f"{args.file}: {err}"])
+    except KeyboardInterrupt as err:
+        where = Path(out) / "results.csv" if out else "results.csv"
+        return stopped("sweep", err, _resume_line(args, len(finished), str(where)))
+    for note in result.notes:
+        print(note, file=sys.stderr)
+    print(
+        f"{result.total} runs: {result.skipped} already done, {result.ok} ok, "
+        f"{result.failed} failed; results in {result.out / 'results.csv'}"
+    )
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``biasleak report``."""
+    from biasleak.sim.report import write_report
+
+    try:
+        path = write_report(args.out, paper=args.paper, to=args.to)
+    except (OSError, ValueError) as err:
+        return _fail([f"biasleak report: {err}"])
+    print(f"report: {path}")
+    return 0
+
+
+def cmd_paper(args: argparse.Namespace) -> int:
+    """``biasleak paper``."""
+    from biasleak.sim.report import PAPER_FILES, write_report
+    from biasleak.sim.scenario import ScenarioError
+    from biasleak.sim.sweep import run_sweep
+
+    if args.name not in PAPER_FILES:
+        return _fail(
+            [f"biasleak paper: NAME must be one of {list(PAPER_FILES)}; got {args.name!r}"]
+        )
+    problems = _count_problems(args)
+    if problems:
+        return _fail(problems)
+    files = [f"{args.scenarios.rstrip('/')}/{stem}.yaml" for stem in PAPER_FILES[args.name]]
+    missing = [f for f in files if not Path(f).is_file()]
+    if missing:
+        return _fail(
+            [
+                f"biasleak paper: no scenario file {f} (run from the repository root, or pass "
+                "--scenarios DIR)"
+                for f in missing
+            ]
+        )
+    folders = [f"{args.sweeps.rstrip('/')}/{stem}" for stem in PAPER_FILES[args.name]]
+    to = args.to or f"docs/paper/{args.name}"
+    finished: list[dict[str, Any]] = []
+    try:
+        with pool("process", workers=args.workers) as executor:
+            for file, folder in zip(files, folders, strict=True):
+                result = run_sweep(
+                    file,
+                    out=folder,
+                    seeds=args.seeds,
+                    executor=executor,
+                    workers=args.workers,
+                    on_row=finished.append,
+                )
+                for note in result.notes:
+                    print(note, file=sys.stderr)
+                print(
+                    f"{file}: {result.total} runs: {result.skipped} already done, "
+                    f"{result.ok} ok, {result.failed} failed"
+                )
+        path = write_report(folders, paper=args.name, to=to)
+    except ScenarioError as err:
+        return _fail(err.problems)
+    except (OSError, ValueError) as err:
+        return _fail([f"biasleak paper: {err}"])
+    except KeyboardInterrupt as err:
+        where = f"{args.sweeps.rstrip('/')}/*/results.csv"
+        return stopped("paper", err, _resume_line(args, len(finished), where))
+    print(f"report: {path}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """``biasleak validate``."""
+    from biasleak.sim.scenario import ScenarioError, load_scenario
+
+    problems = []
+    for f in args.files:
+        try:
+            load_scenario(f)
+            print(f"{f}: ok")
+        except ScenarioError as err:
+            problems.extend(err.problems)
+    return _fail(problems) if problems else 0
+
+
+def cmd_schema(_args: argparse.Namespace) -> int:
+    """``biasleak schema``."""
+    from biasleak.sim.scenario import schema
+
+    print(json.dumps(schema(), indent=2, sort_keys=True, allow_nan=False))
+    return 0

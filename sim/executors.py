@@ -1,0 +1,238 @@
+"""Executors: where a command's independent runs go, and how they stop when asked to.
+
+A sweep's runs, a red team's worlds and a ``run`` with ``--workers`` are independent jobs handed
+to a :class:`concurrent.futures.Executor`: a local process pool, or Dask distributed
+(``Client.get_executor()``, optional extra ``biasleak[dask]``) for a cluster. :func:`pool` is the
+one place that opens such an executor and closes it again::
+
+    with pool("process", workers=4) as executor:  # None when one worker: run here
+        result = run_sweep(path, out=out, executor=executor, workers=4)
+
+Leaving the block normally waits for the executor's work, as ``with ProcessPoolExecutor()`` does.
+Leaving it by an exception, Ctrl-C above all, stops everything at once: pending jobs are
+cancelled, the pool is shut down without waiting for queued jobs, and workers that are still in
+the middle of a run are killed. A run cut short that way leaves its log without a summary line,
+which ``biasleak replay`` reports as truncated; nothing else is lost, because every finished
+run's record was written when it finished.
+
+A terminal's Ctrl-C sends SIGINT to the whole process group, workers included. Workers of
+:func:`make_executor`'s process pool ignore SIGINT, so the stopping is left to the main process
+(otherwise each worker would turn the interrupt into a failed job and go on with the next one).
+SIGTERM, which ``kill`` and service managers send, stops a command the same way as Ctrl-C while
+:func:`terminate_as_interrupt` is active: it raises :class:`Terminated`, a
+:class:`KeyboardInterrupt`, in the main process.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
+from typing import Any, Literal, TypeVar
+
+from biasleak.sim._optional import MissingExtra, require
+
+__all__ = [
+    "ExecutorKind",
+    "Terminated",
+    "close_executor",
+    "make_executor",
+    "pool",
+    "run_each",
+    "shielded",
+    "stop_executor",
+    "terminate_as_interrupt",
+]
+
+ExecutorKind = Literal["process", "dask"]
+
+T = TypeVar("T")
+
+UNKNOWN_EXECUTOR = "executor must be 'process' or 'dask'; received {kind!r}"
+
+JOIN_SECONDS = 10.0
+"""How long stopping waits for a killed worker to be reaped."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM in the main process, raised where Ctrl-C would raise :class:`KeyboardInterrupt`."""
+
+
+def _worker_signals() -> None:
+    """Initializer of pool workers: the main process decides when they stop.
+
+    SIGINT is ignored (a terminal sends it to every process of the group); SIGTERM gets its
+    default action back, in case the worker inherited the main process's handler by forking.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def make_executor(
+    kind: ExecutorKind | str, *, workers: int, address: str | None = None
+) -> tuple[Executor, Any]:
+    """An executor and the Dask client behind it (or None).
+
+    Release both with :func:`close_executor` (wait for the work) or :func:`stop_executor` (drop
+    it); a local Dask cluster is closed with its client. Raises :class:`ValueError` for an
+    unknown kind, or when the Dask extra is missing (the message names the extra).
+    """
+    if kind == "process":
+        return ProcessPoolExecutor(max_workers=workers, initializer=_worker_signals), None
+    if kind == "dask":
+        try:
+            distributed = require("dask.distributed")
+        except MissingExtra as err:
+            raise ValueError(str(err)) from None
+        if address:
+            client = distributed.Client(address)
+        else:
+            client = distributed.Client(
+                distributed.LocalCluster(
+                    n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+                )
+            )
+        return client.get_executor(), client
+    raise ValueError(UNKNOWN_EXECUTOR.format(kind=kind))
+
+
+def _close_client(client: Any) -> None:
+    if client is not None:
+        cluster = getattr(client, "cluster", None)
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def close_executor(executor: Executor | None, client: Any = None) -> None:
+    """Shut an executor down after its work, and close a Dask client and its local cluster."""
+    if executor is not None:
+        executor.shutdown()
+    _close_client(client)
+
+
+def stop_executor(executor: Executor | None, client: Any = None) -> None:
+    """Drop an executor's work now: cancel what has not started, kill workers that are mid-run.
+
+    A process pool's workers are killed (SIGKILL: a run cut short keeps the whole lines its log
+    has); a Dask executor's futures are cancelled and its client and local cluster closed.
+    """
+    if executor is None:
+        _close_client(client)
+        return
+    with shielded():
+        # the pool forgets its processes on shutdown: take them first
+        processes = list((getattr(executor, "_processes", None) or {}).values())
+        manager = getattr(executor, "_executor_manager_thread", None)
+        try:
+            executor.shutdown(wait=False, cancel_futures=True)
+        except TypeError:  # Dask's executor: shutting down without waiting cancels
+            executor.shutdown(wait=False)
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+        for process in processes:
+            process.join(JOIN_SECONDS)
+        if manager is not None:  # it notices the dead workers and fails their futures
+            manager.join(JOIN_SECONDS)
+        _close_client(client)
+
+
+@contextmanager
+def pool(
+    kind: ExecutorKind | str, *, workers: int, address: str | None = None
+) -> Iterator[Executor | None]:
+    """An executor for the block (None for one local worker: the caller runs jobs itself).
+
+    The block ending normally closes the executor after its work (:func:`close_executor`); an
+    exception, :class:`KeyboardInterrupt` included, stops it at once (:func:`stop_executor`)
+    and goes on.
+    """
+    if kind == "process" and workers <= 1:
+        yield None
+        return
+    executor, client = make_executor(kind, workers=workers, address=address)
+    try:
+        yield executor
+    except BaseException:
+        stop_executor(executor, client)
+        raise
+    close_executor(executor, client)
+
+
+def run_each(
+    executor: Executor,
+    fn: Callable[..., T],
+    jobs: Sequence[tuple[Any, ...]],
+    *,
+    keep: Callable[[T], None],
+    started: Callable[[int], None] | None = None,
+) -> None:
+    """Run ``fn(*job)`` for every job through the executor and ``keep`` each result as its job
+    finishes (in the order they finish); ``started`` is told how many jobs were submitted.
+
+    When anything stops the loop (Ctrl-C above all), the jobs not yet started are cancelled and
+    the results of jobs that finished meanwhile are kept before the exception goes on; stopping
+    the workers that are mid-run is the executor's owner's part (:func:`pool`).
+    """
+    futures: list[Future[T]] = []
+    kept: set[Future[T]] = set()
+    try:
+        for job in jobs:
+            futures.append(executor.submit(fn, *job))
+        if started is not None:
+            started(len(futures))
+        for future in as_completed(futures):
+            keep(future.result())
+            kept.add(future)
+    except BaseException:
+        with shielded():
+            for future in futures:
+                future.cancel()
+            for future in futures:  # finished before the stop, not yet kept
+                if future in kept or not future.done() or future.cancelled():
+                    continue
+                if future.exception() is None:
+                    keep(future.result())
+        raise
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextmanager
+def shielded() -> Iterator[None]:
+    """Ignore SIGINT and SIGTERM for the block (in the main thread), so that a second Ctrl-C
+    cannot cut short the stopping and the writing of what finished. Handlers come back after."""
+    if not _in_main_thread():
+        yield
+        return
+    before = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+def _raise_terminated(signum: int, _frame: Any) -> None:
+    raise Terminated(f"signal {signal.Signals(signum).name}")
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """For the block, SIGTERM raises :class:`Terminated` in the main process, as Ctrl-C raises
+    :class:`KeyboardInterrupt`; the previous handler comes back after. Outside the main thread
+    (where Python cannot set handlers) it does nothing."""
+    if not _in_main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)

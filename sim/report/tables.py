@@ -1,0 +1,202 @@
+"""Human-readable tables for run summaries and comparisons (leakage beside utility, always).
+
+``compare_rows`` flattens several runs into tidy rows (one per run and developer, plus the
+compliance agent's utility), ``aggregate`` averages them over seeds, and the ``format_*``
+functions lay them out as fixed-width text.
+
+Beside each leakage stands its ceiling: the balanced accuracy that the privacy loss of the
+developer's answers proves no attacker can exceed (``biasleak.mechanisms.ceiling``), marked
+``*`` when it is the ``proxy_prior`` ceiling (an attacker with side information) rather than the
+``no_side_information`` one. Leakage is never blank: a developer without an estimate is scored at
+its prior guess (50%, or its proxy's) and its leakage is marked ``°``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from typing import Any
+
+__all__ = ["aggregate", "compare_rows", "format_compare", "format_run"]
+
+
+def _f(value: Any, spec: str = ".1f", none: str = "-") -> str:
+    if value is None:
+        return none
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    return format(value, spec)
+
+
+def _ceiling(value: Any, kind: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}%" + ("*" if kind == "proxy_prior" else "")
+
+
+def _refused(refused: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in refused.items()) if refused else "-"
+
+
+def format_run(summary: dict[str, Any]) -> str:
+    """The summary of one run as a table."""
+    lines = [f"scenario {summary['scenario']} (seed {summary['seed']})"]
+    header = (
+        f"{'developer':<12} {'strategy':<20} {'leakage':>8} {'ceiling':>8} {'revealed':>8} "
+        f"{'sent':>6} "
+        f"{'answered':>8} {'eps spent':>10} {'to 90%':>7}  notes"
+    )
+    lines += [header, "-" * len(header)]
+    for ident, d in summary["developers"].items():
+        notes = [f"refused {_refused(d['refused'])}"] if d["refused"] else []
+        if d["strategy"] == "honest_selection":
+            agree = {True: "agrees with exact", False: "differs from exact", None: "-"}[
+                d.get("deployed_agrees")
+            ]
+            notes.append(
+                f"deployed {_f(d.get('deployed'), 'd')} ({agree}), metric error "
+                + _f(d.get("metric_error"), ".4f")
+            )
+        if d.get("error"):
+            notes.append(f"error: {d['error']}")
+        tail = "; ".join(notes) or "-"
+        leak = _f(d["leakage"], ".1f") + ("%" if d["leakage"] is not None else "")
+        if d.get("estimated") is False:
+            leak += "°"
+        ceiling = _ceiling(d.get("leakage_ceiling"), d.get("ceiling_kind"))
+        lines.append(
+            f"{ident:<12} {d['strategy'] or '-':<20} {leak:>8} {ceiling:>8} "
+            f"{_f(d['revealed'], 'd'):>8} {d['sent']:>6} {d['answered']:>8} "
+            f"{_f(d['epsilon_spent'], '.3g'):>10} {_f(d['queries_to_90'], 'd'):>7}  {tail}"
+        )
+    for org, o in (summary.get("organizations") or {}).items():
+        loss = o.get("privacy_loss") or {}
+        lines.append(
+            f"organisation {org}: leakage ceiling {_ceiling(o.get('leakage_ceiling'), o.get('ceiling_kind'))}"  # noqa: E501
+            f", privacy loss epsilon {_f(loss.get('epsilon'), '.3g')} at delta "
+            f"{_f(loss.get('delta'), '.0e')}"
+        )
+    if any(d.get("ceiling_kind") == "proxy_prior" for d in summary["developers"].values()):
+        lines.append("* proxy_prior ceiling (side information); others: no_side_information")
+    if any(d.get("estimated") is False for d in summary["developers"].values()):
+        lines.append("° no estimate: scored at the prior guess")
+    c = summary["compliance"]
+    lines.append(
+        f"compliance: answered {c['answered']} models, refused {_refused(c['refused'])}; "
+        f"epsilon charged {_f(c['epsilon_spent'], '.4g')}; |answer - exact| mean "
+        f"{_f(c['mean_abs_error'], '.4g')}, median {_f(c['median_abs_error'], '.4g')}"
+    )
+    a = summary["auditor"]
+    if a["enabled"]:
+        detail = ", ".join(f"{k} {v}" for k, v in a["alerts_by_detector"].items())
+        lines.append(f"auditor: {a['alerts']} alert(s)" + (f" ({detail})" if detail else ""))
+    if "log" in summary:
+        lines.append(f"log: {summary['log']}")
+    return "\n".join(lines)
+
+
+def compare_rows(results: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One tidy row per (run, developer) with the run's compliance utility beside it."""
+    rows = []
+    for label, s in results:
+        c = s["compliance"]
+        for ident, d in s["developers"].items():
+            rows.append(
+                {
+                    "scenario": label,
+                    "seed": s["seed"],
+                    "developer": ident,
+                    "strategy": d["strategy"],
+                    "leakage": _leakage(d, s),
+                    "estimated": d.get("estimated", d["leakage"] is not None),
+                    "leakage_ceiling": d.get("leakage_ceiling"),
+                    "ceiling_kind": d.get("ceiling_kind"),
+                    "revealed": d["revealed"],
+                    "sent": d["sent"],
+                    "answered": d["answered"],
+                    "refused": sum(d["refused"].values()),
+                    "epsilon_spent": d["epsilon_spent"],
+                    "queries_to_90": d["queries_to_90"],
+                    "deployed_agrees": d.get("deployed_agrees"),
+                    "metric_error": d.get("metric_error"),
+                    "compliance_mean_abs_error": c["mean_abs_error"],
+                    "compliance_median_abs_error": c["median_abs_error"],
+                    "alerts": s["auditor"]["alerts"],
+                    "log": s.get("log"),
+                }
+            )
+    return rows
+
+
+def _leakage(d: dict[str, Any], summary: dict[str, Any]) -> float:
+    """A developer's leakage, never blank: a summary without an estimate scores the prior guess."""
+    if d["leakage"] is not None:
+        return float(d["leakage"])
+    baseline = summary.get("proxy_baseline_leakage")
+    if d.get("ceiling_kind") == "proxy_prior" and baseline is not None:
+        return float(baseline)
+    return 50.0
+
+
+def _mean_sd(values: list[Any]) -> tuple[float | None, float | None]:
+    nums = [float(v) for v in values if v is not None and not isinstance(v, str)]
+    if not nums:
+        return None, None
+    return statistics.fmean(nums), (statistics.stdev(nums) if len(nums) > 1 else 0.0)
+
+
+def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Average the tidy rows over seeds, per (scenario, developer)."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["scenario"], r["developer"])].append(r)
+    out = []
+    for (scenario, developer), rs in groups.items():
+        leak, leak_sd = _mean_sd([r["leakage"] for r in rs])
+        agrees = [r["deployed_agrees"] for r in rs if r["deployed_agrees"] is not None]
+        eps = [r["epsilon_spent"] for r in rs]
+        out.append(
+            {
+                "scenario": scenario,
+                "developer": developer,
+                "strategy": rs[0]["strategy"],
+                "runs": len(rs),
+                "leakage": leak,
+                "leakage_sd": leak_sd,
+                "leakage_ceiling": _mean_sd([r.get("leakage_ceiling") for r in rs])[0],
+                "ceiling_kind": rs[0].get("ceiling_kind"),
+                "answered": _mean_sd([r["answered"] for r in rs])[0],
+                "refused": _mean_sd([r["refused"] for r in rs])[0],
+                "epsilon_spent": "inf" if "inf" in eps else _mean_sd(eps)[0],
+                "agreement": (sum(agrees) / len(agrees)) if agrees else None,
+                "metric_error": _mean_sd([r["metric_error"] for r in rs])[0],
+                "median_abs_error": _mean_sd([r["compliance_median_abs_error"] for r in rs])[0],
+                "alerts": _mean_sd([r["alerts"] for r in rs])[0],
+            }
+        )
+    return out
+
+
+def format_compare(rows: list[dict[str, Any]]) -> str:
+    """Aggregated comparison rows as a table: leakage and utility side by side."""
+    header = (
+        f"{'scenario':<24} {'developer':<10} {'runs':>4} {'leakage %':>13} {'ceiling %':>9} "
+        f"{'answered':>8} "
+        f"{'refused':>7} {'eps spent':>9} {'honest agree':>12} {'median |err|':>12} {'alerts':>6}"
+    )
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        leak = "-" if r["leakage"] is None else f"{r['leakage']:.1f} ± {r['leakage_sd']:.1f}"
+        agree = "-" if r["agreement"] is None else f"{100 * r['agreement']:.0f}%"
+        err = _f(r["median_abs_error"], ".4g")
+        ceiling = _ceiling(r.get("leakage_ceiling"), r.get("ceiling_kind")).rstrip("%")
+        lines.append(
+            f"{r['scenario']:<24} {r['developer']:<10} {r['runs']:>4} {leak:>13} {ceiling:>9} "
+            f"{_f(r['answered'], '.0f'):>8} {_f(r['refused'], '.0f'):>7} "
+            f"{_f(r['epsilon_spent'], '.3g'):>9} {agree:>12} {err:>12} "
+            f"{_f(r['alerts'], '.1f'):>6}"
+        )
+    return "\n".join(lines)
