@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import simpy
+from numpy.typing import NDArray
 
 from biasleak.agents.auditor import Auditor
 from biasleak.agents.compliance import Compliance
@@ -137,30 +138,16 @@ def developer_context(
     )
 
 
-def run_scenario(
-    scenario: Scenario,
-    *,
-    seed: int | None = None,
-    log_dir: str | Path = "logs",
-    log_name: str | None = None,
-) -> RunResult:
-    """Run one scenario; return its summary and the path of its log.
-
-    The log is ``log_dir/<log_name>.jsonl``, by default ``<scenario name>-seed<seed>``.
-    """
-    run_seed = scenario.seed if seed is None else int(seed)
-    resolved = scenario.model_copy(update={"seed": run_seed})
-    data_cfg = resolved.data.model_dump(mode="json", exclude_none=True)
-    data_seed = resolved.data.seed if resolved.data.seed is not None else run_seed
-    data, h0, base_accuracy, proxy, proxy_baseline, proxy_p = _prepared(
-        json.dumps(data_cfg, sort_keys=True), data_seed, resolved.model.C
-    )
-    built: list[tuple[Any, str, Any]] = []  # (spec, identity, strategy or the setup error)
+def _build_developers(
+    resolved: Scenario, data: Any, h0: NDArray[np.float64], proxy: Any
+) -> list[tuple[Any, str, Any]]:
+    """(spec, identity, strategy or the setup error) for every developer identity."""
+    built: list[tuple[Any, str, Any]] = []
     for spec in resolved.developers:
         context = DeveloperContext(
             data.public,
             h0,
-            rng_for(run_seed, f"developer:{spec.id}"),
+            rng_for(resolved.seed, f"developer:{spec.id}"),
             proxy=proxy if spec.strategy.kind in PROXY_KINDS else None,
         )
         try:
@@ -168,13 +155,22 @@ def run_scenario(
                 built.append((spec, identity, strategy))
         except Exception as err:  # a strategy that cannot start is an event, not a crash
             built.append((spec, spec.id, f"{type(err).__name__}: {err}"))
-    digest = scenario_hash(resolved)
-    log_path = Path(log_dir) / f"{log_name or f'{resolved.name}-seed{run_seed}'}.jsonl"
-    env = simpy.Environment()
+    return built
+
+
+def _header(
+    resolved: Scenario,
+    data: Any,
+    built: list[tuple[Any, str, Any]],
+    base_accuracy: float,
+    proxy_baseline: float | None,
+    proxy_p: NDArray[np.float64] | None,
+) -> dict[str, Any]:
+    """The log's header: everything needed to rebuild the run's summary."""
     header = {
         "scenario": resolved.name,
-        "scenario_hash": digest,
-        "seed": run_seed,
+        "scenario_hash": scenario_hash(resolved),
+        "seed": resolved.seed,
         "versions": _versions(),
         "resolved_scenario": resolved.model_dump(mode="json"),
         "horizon_hours": resolved.horizon_days * HOURS_PER_DAY,
@@ -195,50 +191,85 @@ def run_scenario(
     if proxy_p is not None and any(s.strategy.kind in PROXY_KINDS for s in resolved.developers):
         # the evaluator's proxy-prior ceiling needs the prior an attacker starts from
         header["proxy_probabilities"] = [float(x) for x in proxy_p]
+    return header
+
+
+def _assemble(
+    env: simpy.Environment,
+    resolved: Scenario,
+    data: Any,
+    built: list[tuple[Any, str, Any]],
+    runlog: RunLog,
+) -> None:
+    """Start the compliance agent, the developers and the auditor in ``env``."""
+    compliance = Compliance(
+        env,
+        policy=resolved.compliance.build_policy(),
+        audit=AuditSet.from_arrays(data.protected, data.public.audit.labels),
+        rng=rng_for(resolved.seed, "compliance"),
+        log=runlog.logger("compliance"),
+        answer_hours=resolved.compliance.answer_hours,
+        latency=resolved.compliance.latency_hours,
+        on_alert=resolved.auditor.on_alert,
+        keep_predictions=resolved.auditor.enabled,
+    )
+    evaluator = Evaluator(data.protected, runlog.logger("evaluator"), keep=runlog.add_array)
+    for spec, identity, strategy in built:
+        log = runlog.logger(identity)
+        if isinstance(strategy, str):
+            log.error("strategy_error", during="setup", error=strategy)
+            continue
+        developer = Developer(
+            env,
+            identity=identity,
+            organization=spec.organization,
+            strategy=strategy,
+            compliance=compliance.mailbox,
+            log=log,
+            on_estimate=evaluator,
+            timeout_hours=spec.timeout_hours,
+            retry_rate_limited=spec.retry_rate_limited,
+            latency=resolved.compliance.latency_hours,
+        )
+        compliance.register(identity, spec.organization, developer.inbox)
+    if resolved.auditor.enabled:
+        Auditor(
+            env,
+            query_log=compliance.query_log.reader(),
+            compliance=compliance.mailbox,
+            detectors=resolved.auditor.detectors,
+            settings=resolved.auditor.settings(),
+            every_hours=resolved.auditor.every_hours,
+            recommended_action=resolved.auditor.on_alert,
+            log=runlog.logger("auditor"),
+        )
+
+
+def run_scenario(
+    scenario: Scenario,
+    *,
+    seed: int | None = None,
+    log_dir: str | Path = "logs",
+    log_name: str | None = None,
+) -> RunResult:
+    """Run one scenario; return its summary and the path of its log.
+
+    The log is ``log_dir/<log_name>.jsonl``, by default ``<scenario name>-seed<seed>``.
+    """
+    run_seed = scenario.seed if seed is None else int(seed)
+    resolved = scenario.model_copy(update={"seed": run_seed})
+    data_cfg = resolved.data.model_dump(mode="json", exclude_none=True)
+    data_seed = resolved.data.seed if resolved.data.seed is not None else run_seed
+    data, h0, base_accuracy, proxy, proxy_baseline, proxy_p = _prepared(
+        json.dumps(data_cfg, sort_keys=True), data_seed, resolved.model.C
+    )
+    built = _build_developers(resolved, data, h0, proxy)
+    header = _header(resolved, data, built, base_accuracy, proxy_baseline, proxy_p)
+    log_path = Path(log_dir) / f"{log_name or f'{resolved.name}-seed{run_seed}'}.jsonl"
+    env = simpy.Environment()
     runlog = RunLog(log_path, header=header, clock=lambda: env.now)
     try:
-        audit = AuditSet.from_arrays(data.protected, data.public.audit.labels)
-        compliance = Compliance(
-            env,
-            policy=resolved.compliance.build_policy(),
-            audit=audit,
-            rng=rng_for(run_seed, "compliance"),
-            log=runlog.logger("compliance"),
-            answer_hours=resolved.compliance.answer_hours,
-            latency=resolved.compliance.latency_hours,
-            on_alert=resolved.auditor.on_alert,
-            keep_predictions=resolved.auditor.enabled,
-        )
-        evaluator = Evaluator(data.protected, runlog.logger("evaluator"), keep=runlog.add_array)
-        for spec, identity, strategy in built:
-            log = runlog.logger(identity)
-            if isinstance(strategy, str):
-                log.error("strategy_error", during="setup", error=strategy)
-                continue
-            developer = Developer(
-                env,
-                identity=identity,
-                organization=spec.organization,
-                strategy=strategy,
-                compliance=compliance.mailbox,
-                log=log,
-                on_estimate=evaluator,
-                timeout_hours=spec.timeout_hours,
-                retry_rate_limited=spec.retry_rate_limited,
-                latency=resolved.compliance.latency_hours,
-            )
-            compliance.register(identity, spec.organization, developer.inbox)
-        if resolved.auditor.enabled:
-            Auditor(
-                env,
-                query_log=compliance.query_log.reader(),
-                compliance=compliance.mailbox,
-                detectors=resolved.auditor.detectors,
-                settings=resolved.auditor.settings(),
-                every_hours=resolved.auditor.every_hours,
-                recommended_action=resolved.auditor.on_alert,
-                log=runlog.logger("auditor"),
-            )
+        _assemble(env, resolved, data, built, runlog)
         env.run(until=resolved.horizon_days * HOURS_PER_DAY)
         runlog.logger("sim").info("horizon_reached")
         summary = jsonable(summarize(read_log(log_path)))
