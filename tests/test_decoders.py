@@ -33,11 +33,10 @@ from biasleak.agents.strategies.adaptive import (
     MetricSwitchingConfig,
     median_spread,
 )
+from biasleak.agents.strategies.answer_noise import combine_noise, noise_of_answer
 from biasleak.agents.strategies.compressed_sensing import (
     CompressedSensing,
     CompressedSensingConfig,
-    combine_noise,
-    noise_of_answer,
 )
 from biasleak.agents.strategies.decoders import (
     EXACT,

@@ -35,6 +35,7 @@ __all__ = [
     "StrategyConfig",
     "Submit",
     "Wait",
+    "forward_answer",
 ]
 
 
@@ -183,3 +184,20 @@ class Strategy(ABC):
     def _set_estimate(self, estimate: Estimate) -> None:
         self.estimate = estimate
         self.estimate_version += 1
+
+
+def forward_answer(
+    outer: Strategy, inner: Strategy, values: NDArray[np.float64], now: float, seen: int
+) -> int:
+    """Hand an answer that ``outer`` received on to the ``inner`` strategy it wraps.
+
+    When the developer process gave ``outer`` the answer's facts (a new entry in
+    ``outer.answer_infos`` since ``seen`` of them), the inner strategy receives them too, through
+    :meth:`~biasleak.agents.strategies.base.Strategy.receive_answer`; otherwise (a caller that
+    hands bare values) it gets the values alone. Returns the new ``seen``.
+    """
+    if len(outer.answer_infos) > seen:
+        inner.receive_answer(values, outer.answer_infos[-1], now)
+        return len(outer.answer_infos)
+    inner.on_answer(values, now)
+    return seen

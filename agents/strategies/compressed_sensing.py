@@ -23,7 +23,7 @@ says how many.
 
 Under noise the attack uses what it knows of it. Every answer comes with its public facts
 (:class:`~biasleak.agents.strategies.base.AnswerInfo`: mechanism, epsilon charged, models served
-from the cache), from which :func:`noise_of_answer` builds the decoder's
+from the cache), from which :func:`~biasleak.agents.strategies.answer_noise.noise_of_answer` builds the decoder's
 :class:`~biasleak.agents.strategies.decoders.NoiseModel` - the Laplace and Gaussian scales are
 public, the data-dependent ones are estimated from the answers - and ``decoder: auto`` then
 decodes with ``amp``. The probe is read under the same noise: an answer whose sign or size the
@@ -45,6 +45,7 @@ from pydantic import Field
 from scipy import special
 
 from biasleak.agents.messages import Refusal
+from biasleak.agents.strategies.answer_noise import combine_noise, noise_of_answer
 from biasleak.agents.strategies.base import (
     Action,
     AnswerInfo,
@@ -62,8 +63,6 @@ from biasleak.agents.strategies.decoders import (
     decode_statistical_parity,
     least_squares_group_size,
 )
-from biasleak.mechanisms.release import analytic_gaussian_sigma
-from biasleak.mechanisms.sensitivity import global_sensitivity
 
 __all__ = [
     "CompressedSensing",
@@ -72,9 +71,6 @@ __all__ = [
     "EqualizedOddsRevealConfig",
     "Pending",
     "SensingConfig",
-    "combine_noise",
-    "forward_answer",
-    "noise_of_answer",
 ]
 
 
@@ -82,74 +78,6 @@ PROBE_FALSE_SIGN: Final = 1e-3
 """Largest chance, under the noise, that a trusted probe answer has the wrong sign."""
 PROBE_SIZE_ERROR: Final = 0.25
 """Largest relative error of a trusted probe's group size (at that same chance)."""
-
-
-def noise_of_answer(info: AnswerInfo | None, *, metric: str, n: int) -> NoiseModel:
-    """The noise on each value of one answer, from its public facts.
-
-    Exact answers carry none. The Laplace and Gaussian mechanisms are calibrated to the global
-    sensitivity of the ``m_new`` models released fresh (cached ones were charged nothing), so
-    their per-value scale is public: ``global_sensitivity(metric, n, m_new) / eps`` (l1), and
-    the analytic Gaussian sigma for the l2 sensitivity. The data-dependent mechanisms
-    (Attribute-Conceal's Cauchy noise, smooth-sensitivity Laplace) scale with the group sizes,
-    which the attacker does not know: their scale is left for the decoder to estimate. ``n`` is
-    the number of people the metric depends on (everyone for SP, those with y = 1 for EO).
-    """
-    if info is None or info.mechanism == "exact" or math.isinf(info.epsilon_charged):
-        return EXACT
-    fresh = info.new_models
-    metric_ = metric if metric in ("sp", "eo") else None
-    if info.mechanism == "attribute_conceal":
-        return NoiseModel("cauchy")
-    if info.mechanism == "smooth_laplace" or metric_ is None:
-        return NoiseModel("laplace" if info.mechanism != "gaussian" else "gaussian")
-    if fresh == 0 or info.epsilon_charged <= 0 or n < 3:
-        return NoiseModel("laplace" if info.mechanism == "laplace" else "unknown")
-    if info.mechanism == "laplace":
-        sens = global_sensitivity(metric_, n=n, m=fresh)
-        return NoiseModel("laplace", sens / info.epsilon_charged)
-    if info.mechanism == "gaussian" and info.delta_charged > 0:
-        sens = global_sensitivity(metric_, n=n, m=fresh, norm="l2")
-        sigma = analytic_gaussian_sigma(
-            l2_sensitivity=sens, epsilon=info.epsilon_charged, delta=info.delta_charged
-        )
-        return NoiseModel("gaussian", sigma)
-    return NoiseModel("unknown")
-
-
-def forward_answer(
-    outer: Strategy, inner: Strategy, values: NDArray[np.float64], now: float, seen: int
-) -> int:
-    """Hand an answer that ``outer`` received on to the ``inner`` strategy it wraps.
-
-    When the developer process gave ``outer`` the answer's facts (a new entry in
-    ``outer.answer_infos`` since ``seen`` of them), the inner strategy receives them too, through
-    :meth:`~biasleak.agents.strategies.base.Strategy.receive_answer`; otherwise (a caller that
-    hands bare values) it gets the values alone. Returns the new ``seen``.
-    """
-    if len(outer.answer_infos) > seen:
-        inner.receive_answer(values, outer.answer_infos[-1], now)
-        return len(outer.answer_infos)
-    inner.on_answer(values, now)
-    return seen
-
-
-def combine_noise(models: list[NoiseModel], counts: list[int]) -> NoiseModel:
-    """One noise model for answers stacked from several messages (``counts`` values each)."""
-    if not models or all(not nm.noisy for nm in models):
-        return EXACT
-    kinds = {nm.kind for nm in models if nm.noisy}
-    kind = kinds.pop() if len(kinds) == 1 else "unknown"
-    if any(nm.noisy and nm.scale is None for nm in models) or kind == "unknown":
-        return NoiseModel(kind)  # type: ignore[arg-type]
-    floor = min(float(np.min(nm.scales(1))) for nm in models if nm.noisy)  # type: ignore[arg-type]
-    scales = np.concatenate(
-        [
-            nm.scales(count) if nm.noisy else np.full(count, 1e-6 * floor)  # type: ignore[arg-type]
-            for nm, count in zip(models, counts, strict=True)
-        ]
-    )
-    return NoiseModel(kind, scales)  # type: ignore[arg-type]
 
 
 class SensingConfig(StrategyConfig):

@@ -43,12 +43,12 @@ from biasleak.agents.strategies.base import (
     Stop,
     Strategy,
     Submit,
+    forward_answer,
 )
 from biasleak.agents.strategies.compressed_sensing import (
     CompressedSensing,
     CompressedSensingConfig,
     SensingConfig,
-    forward_answer,
 )
 from biasleak.agents.strategies.targeted import flipped
 

@@ -35,6 +35,7 @@ from biasleak.agents.strategies.base import (
     Stop,
     Strategy,
     StrategyConfig,
+    forward_answer,
 )
 from biasleak.agents.strategies.compressed_sensing import (
     CompressedSensing,
@@ -42,7 +43,6 @@ from biasleak.agents.strategies.compressed_sensing import (
     EoRevealConfig,
     EqualizedOddsRevealConfig,
     SensingConfig,
-    forward_answer,
 )
 from biasleak.agents.strategies.partition import AbsSpPartition, AbsSpPartitionConfig
 
