@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from biasleak.sim.datasets._synthetic import load_csv, make_synthetic
+from biasleak.sim.datasets._csv import load_csv
+from biasleak.sim.datasets._synthetic import make_synthetic
 from biasleak.sim.datasets._types import AuditData, PublicData, PublicView
 from biasleak.sim.datasets._uci import DataIntegrityError, load_adult, load_german, read_bundled
 
