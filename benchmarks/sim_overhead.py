@@ -1,6 +1,7 @@
 """How much of a simulation's wall time is the numeric work, and how much is the simulator.
 
-    python benchmarks/sim_overhead.py [--queries 2000] [--n 10000] [--window 100] [--json]
+    python benchmarks/sim_overhead.py [--queries 2000] [--n 10000] [--window 100] [--top 6]
+                                      [--no-profile] [--json]
 
 ``--window 0`` drops the near-duplicate stage (its distances dominate the numeric work).
 
@@ -20,17 +21,34 @@ too and printed as the part of the overhead they are.
 
 Baseline ("numeric only"), measured in the same run: the same numeric calls in a plain loop, with
 no simulator, no policy state and no logging. The ratio simulated / numeric-only is printed too.
+
+Where the time goes: a second simulated run, after the timed one and without its timers, under
+:mod:`cProfile`. Each function is put in a group by the layer its code lives in - simulator
+(SimPy, the developer and compliance processes, messages, logging), policy (``mechanisms/``:
+the pipeline, the ledger, the numeric work) or strategy (what the developer decides to send) -
+and a library or built-in function (numpy, hashing, JSON) in the group of the caller that spends
+most time in it. Printed per group: its own time (share of the profiled run) and its top
+functions by cumulative time spent in that group (what they call in other groups left out, so
+``simulate`` does not top every list; their whole cumulative time beside it), then its top
+functions by own time. Profiling slows Python code far more than numpy code, so the profile says
+where the time goes; the timed run says how much.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import functools
 import json
+import os
+import pstats
+import re
 import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -41,7 +59,12 @@ from biasleak.agents.compliance import Compliance
 from biasleak.agents.developer import Developer
 from biasleak.agents.models import train_base_model
 from biasleak.agents.strategies import DeveloperContext, Stop, Strategy, StrategyConfig, Submit
+from biasleak.mechanisms import metrics
 from biasleak.mechanisms import policy as pol
+from biasleak.mechanisms.policy import cache as policy_cache
+from biasleak.mechanisms.policy import checks as policy_checks
+from biasleak.mechanisms.policy import noise as policy_noise
+from biasleak.mechanisms.policy import refuse_rules
 from biasleak.sim.datasets import make_synthetic
 from biasleak.sim.runlog import RunLog
 
@@ -61,6 +84,38 @@ def timed(
             into[name] += time.perf_counter() - start
 
     return wrapper
+
+
+DIGESTS = "SHA-256 digests (developer log, compliance cache)"
+# (module, attribute, label, where the time counts): the functions the timed run wraps
+HOOKS: list[tuple[ModuleType, str, str, dict[str, float]]] = [
+    (policy_checks, "as_predictions", "validate", TIMERS),
+    (refuse_rules, "_closest", "near-duplicate distances", TIMERS),
+    (refuse_rules, "_support", "support counts", TIMERS),
+    (metrics, "evaluate", "exact metric", TIMERS),
+    (policy_noise, "release", "noise", TIMERS),
+    (policy_cache, "model_digest", DIGESTS, PARTS),
+    (developer_module, "_digests", DIGESTS, PARTS),
+]
+
+
+def install_timers() -> Callable[[], None]:
+    """Wrap every hooked function in a timer; returns what puts the originals back."""
+    originals = []
+    for module, attribute, label, into in HOOKS:
+        if not hasattr(module, attribute):
+            raise SystemExit(
+                f"{module.__name__}.{attribute} is gone: update HOOKS in {Path(__file__).name}"
+            )
+        original = getattr(module, attribute)
+        originals.append((module, attribute, original))
+        setattr(module, attribute, timed(label, original, into))
+
+    def restore() -> None:
+        for module, attribute, original in originals:
+            setattr(module, attribute, original)
+
+    return restore
 
 
 class SingleModelQueries(Strategy):
@@ -88,15 +143,16 @@ class SingleModelQueries(Strategy):
 
 
 def policy(window: int) -> pol.Policy:
-    return pol.Policy(
-        metrics=("sp",),
-        rate_limits=(pol.RateLimit(100_000, "identity"),),
-        min_support=pol.MinSupport(5),
-        near_duplicate=pol.NearDuplicate(1.5, window) if window else None,
-        budgets=(pol.Budget(1e6, scope="organization"),),
-        noise=pol.Noise("laplace", 0.01),
-        cache=True,
-    )
+    stages: list[pol.StageConfig] = [
+        pol.RateLimit(100_000, "identity"),
+        pol.MinSupport(5),
+        pol.Budget(1e6, scope="organization"),
+        pol.Noise("laplace", 0.01),
+        pol.Cache(),
+    ]
+    if window:
+        stages.append(pol.NearDuplicate(1.5, window))
+    return pol.Policy(metrics=("sp",), stages=tuple(stages))
 
 
 def simulate(data: Any, h0: np.ndarray, args: argparse.Namespace, log_dir: Path) -> dict:
@@ -139,14 +195,135 @@ def numeric_only(data: Any, h0: np.ndarray, args: argparse.Namespace) -> float:
     start = time.perf_counter()
     for _ in range(args.queries):
         h = np.clip(h0[None, :] + rng.uniform(-0.1, 0.1, size=(1, h0.size)), 0.0, 1.0)
-        h = pol.as_predictions(h)
+        h = policy_checks.as_predictions(h)
         if args.window:
-            pol._near_duplicate_problem(h, history, rule)
-        pol._support_problem(h, 5)
-        exact = np.asarray(pol.metrics.evaluate("sp", h, protected=a, labels=y))
-        pol.release("laplace", exact, metric="sp", n1=n1, n0=n0, m=1, epsilon=0.01, rng=noise_rng)
+            refuse_rules._closest(h, history, rule.threshold)
+        refuse_rules._support(h, 5)
+        exact = np.asarray(metrics.evaluate("sp", h, protected=a, labels=y))
+        policy_noise.release(
+            "laplace", exact, metric="sp", n1=n1, n0=n0, m=1, epsilon=0.01, rng=noise_rng
+        )
         history.add(h)
     return time.perf_counter() - start
+
+
+# -- the profile ------------------------------------------------------------------------------
+
+GROUPS = ("simulator", "policy", "strategy")
+Func = tuple[str, int, str]  # pstats' key: file, first line, function name
+STRATEGY_CODE = {
+    (f.__code__.co_filename, f.__code__.co_firstlineno, f.__code__.co_name)
+    for f in vars(SingleModelQueries).values()
+    if callable(f) and hasattr(f, "__code__")
+}
+
+
+@functools.cache
+def _layer(filename: str) -> str | None:
+    """The group of code in this file by where it lives, or None for libraries and built-ins."""
+    path = os.path.abspath(filename).replace(os.sep, "/")
+    if "/agents/strategies/" in path:
+        return "strategy"
+    if "/mechanisms/" in path:
+        return "policy"
+    if any(part in path for part in ("/simpy/", "/structlog/", "/sim/", "/agents/")):
+        return "simulator"
+    if path == os.path.abspath(__file__).replace(os.sep, "/"):
+        return "simulator"  # simulate(), the clock; the strategy's methods are caught before
+    return None
+
+
+def _short(func: Func) -> str:
+    filename, line, name = func
+    if filename == "~":
+        return name
+    path = filename.replace(os.sep, "/")
+    if "/site-packages/" in path:
+        path = path.split("/site-packages/", 1)[1]
+    elif re.search(r"/lib/python[0-9.]+/", path):
+        path = re.split(r"/lib/python[0-9.]+/", path, maxsplit=1)[1]
+    else:
+        path = "/".join(path.split("/")[-2:])
+    return f"{path}:{line}({name})"
+
+
+def profile_groups(stats: pstats.Stats, top: int) -> dict[str, Any]:
+    """Own time and top cumulative functions per group (see the module docstring)."""
+    entries: dict[Func, Any] = stats.stats  # type: ignore[attr-defined]
+    owners: dict[Func, str] = {}
+
+    def owner(func: Func, seen: frozenset[Func] = frozenset()) -> str:
+        if func in owners:
+            return owners[func]
+        group = "strategy" if func in STRATEGY_CODE else _layer(func[0])
+        if group is None:
+            callers = entries[func][4]
+            heaviest = [c for c, _ in sorted(callers.items(), key=lambda kv: -kv[1][3])]
+            heaviest = [c for c in heaviest if c in entries and c not in seen]
+            group = owner(heaviest[0], seen | {func}) if heaviest else "other"
+        owners[func] = group
+        return group
+
+    callees: dict[Func, list[tuple[Func, float]]] = defaultdict(list)
+    for func, entry in entries.items():
+        for caller, edge in entry[4].items():
+            callees[caller].append((func, edge[3]))
+    inside: dict[Func, float] = {}
+
+    def within(func: Func, seen: frozenset[Func] = frozenset()) -> float:
+        """Cumulative time minus what went to other groups (a callee's share of its time in
+        the group is taken as the same for every caller, as gprof does)."""
+        if func not in inside:
+            total = entries[func][2]
+            for callee, seconds in callees[func]:
+                if callee in seen or callee == func or owner(callee) != owner(func):
+                    continue
+                share = within(callee, seen | {func}) / max(entries[callee][3], 1e-12)
+                total += seconds * min(share, 1.0)
+            inside[func] = min(total, entries[func][3])
+        return inside[func]
+
+    total = sum(entry[2] for entry in entries.values())
+    out: dict[str, Any] = {"profiled_seconds": total}
+    for group in (*GROUPS, "other"):
+        mine = [f for f in entries if owner(f) == group]
+        own = sum(entries[f][2] for f in mine)
+        if group == "other" and own < 0.005 * total:
+            continue
+        ranked = sorted(mine, key=lambda f: -within(f))[:top]
+        out[group] = {
+            "own_seconds": own,
+            "own_share": own / total if total else 0.0,
+            "top_cumulative_in_group": [[_short(f), within(f), entries[f][3]] for f in ranked],
+            "top_own": [
+                [_short(f), entries[f][2]] for f in sorted(mine, key=lambda f: -entries[f][2])[:top]
+            ],
+        }
+    return out
+
+
+def profiled_run(data: Any, h0: np.ndarray, args: argparse.Namespace, top: int) -> dict[str, Any]:
+    profiler = cProfile.Profile()
+    with tempfile.TemporaryDirectory() as tmp:
+        profiler.runcall(simulate, data, h0, args, Path(tmp))
+    return profile_groups(pstats.Stats(profiler), top)
+
+
+def print_profile(profile: dict[str, Any]) -> None:
+    print(
+        f"  profile (a second run under cProfile, {profile['profiled_seconds']:.2f} s): own time "
+        "per group; top functions by cumulative time spent in the group (all of it)"
+    )
+    for group in (*GROUPS, "other"):
+        if group not in profile:
+            continue
+        part = profile[group]
+        print(f"    {group:<10} own {part['own_seconds']:6.2f} s = {100 * part['own_share']:4.1f}%")
+        for name, seconds, cumulative in part["top_cumulative_in_group"]:
+            print(f"      {seconds:6.2f} s ({cumulative:6.2f} s)  {name}")
+        print("      own time:")
+        for name, seconds in part["top_own"]:
+            print(f"      {seconds:6.2f} s            {name}")
 
 
 def main() -> None:
@@ -154,21 +331,20 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--window", type=int, default=100)
+    parser.add_argument("--top", type=int, default=6, help="functions shown per profile group")
+    parser.add_argument("--no-profile", action="store_true", help="skip the profiled run")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     data = make_synthetic(n=args.n, n0=args.n // 10, seed=0)
     h0 = train_base_model(data.public.train).predict_proba(data.public.audit)
     baseline = numeric_only(data, h0, args)
-    pol.as_predictions = timed("validate", pol.as_predictions)  # type: ignore[assignment]
-    pol._near_duplicate_problem = timed("near-duplicate distances", pol._near_duplicate_problem)
-    pol._support_problem = timed("support counts", pol._support_problem)
-    pol.metrics.evaluate = timed("exact metric", pol.metrics.evaluate)  # type: ignore[method-assign]
-    pol.release = timed("noise", pol.release)  # type: ignore[assignment]
-    digests = "SHA-256 digests (developer log, compliance cache)"
-    pol._digest = timed(digests, pol._digest, PARTS)
-    developer_module.model_digest = timed(digests, developer_module.model_digest, PARTS)
-    with tempfile.TemporaryDirectory() as tmp:
-        sim = simulate(data, h0, args, Path(tmp))
+    restore = install_timers()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            sim = simulate(data, h0, args, Path(tmp))
+    finally:
+        restore()
+    profile = None if args.no_profile else profiled_run(data, h0, args, args.top)
     numeric = sum(TIMERS.values())
     overhead = sim["seconds"] - numeric
     row = {
@@ -187,6 +363,8 @@ def main() -> None:
         "baseline_seconds": baseline,
         "ratio_vs_baseline": sim["seconds"] / baseline,
     }
+    if profile is not None:
+        row["profile"] = profile
     if args.json:
         print(json.dumps(row))
         return
@@ -210,6 +388,8 @@ def main() -> None:
         f"  baseline, numeric only:   {baseline:8.2f} s; simulated / baseline = "
         f"{row['ratio_vs_baseline']:.2f}x"
     )
+    if profile is not None:
+        print_profile(profile)
 
 
 if __name__ == "__main__":

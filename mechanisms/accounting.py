@@ -21,6 +21,14 @@ Composition (how charges add up), chosen with ``composition=``:
     and, while every charge is the same (eps, delta), the exact optimal composition of their
     Theorem 3.3; again the smallest valid bound is used.
 
+Checking a charge exactly costs rational arithmetic on every query, though almost every check
+happens far from the limit. For basic composition the ledger therefore keeps, beside the exact
+sums, float upper bounds on them (each step rounded up, so they never fall below the exact
+sums). While those bounds plus the new charge stay strictly below the budget, the charge surely
+fits and is accepted without rational arithmetic; its exact value is added to the exact sums
+later, when something needs them. Near the limit every check takes the exact path, so the
+decision is the same as with exact planning on every query.
+
 ``delta'`` (``slack``) is the part of the delta budget the advanced theorems may use; it defaults
 to half the ledger's delta budget, so those compositions need ``delta > 0``.
 
@@ -119,6 +127,15 @@ def _down(x: Fraction) -> float:
     if _exact(f) > x:
         f = math.nextafter(f, -math.inf)
     return f
+
+
+def _above(x: float) -> float:
+    """A float strictly above the decimal that ``x`` stands for (``x`` finite and >= 0).
+
+    The shortest round-tripping decimal of a float lies within half a unit in the last place of
+    it, so the next float up is above it.
+    """
+    return math.nextafter(x, math.inf)
 
 
 def _pad(x: float) -> float:
@@ -308,11 +325,53 @@ class Ledger:
         # sum eps tanh(eps/2), sum log(1 - delta).
         self._sums = (0.0, 0.0, 0.0, 0.0)
         self._inf = False  # an exact answer was charged to an unlimited ledger
-        self._homog = True  # every finite charge so far is the same (eps, delta)
+        self._homog = True  # every finite charge so far is the same (eps, delta); for kov
         self._last_plan: tuple[tuple[Any, ...], tuple[Charge, dict[str, Any]]] | None = None
         self._spent: tuple[float, float] = (0.0, 0.0)
+        # The fast path (basic composition, finite budget): float upper bounds on the exact
+        # sums, the largest floats the bounds may reach (strictly below the exact budgets), and
+        # the charges accepted on the fast path whose exact values are not yet in the sums.
+        self._fast = self.composition == "basic" and math.isfinite(self.epsilon)
+        self._eps_hi = 0.0
+        self._delta_hi = 0.0
+        self._eps_room = math.nextafter(self.epsilon, -math.inf)
+        self._delta_room = math.nextafter(self.delta, -math.inf)
+        self._pending: dict[tuple[float, float], int] = {}
 
     # -- what has been spent -------------------------------------------------------------------
+
+    def _settle(self) -> None:
+        """Add the fast-path charges to the exact sums (and to ``spent``)."""
+        if not self._pending:
+            return
+        eps_sum, delta_sum = self._eps_sum, self._delta_sum
+        for (eps, dlt), count in self._pending.items():
+            eps_sum += _exact(eps) * count
+            delta_sum += _exact(dlt) * count
+        self._pending.clear()
+        self._eps_sum, self._delta_sum = eps_sum, delta_sum
+        # basic composition: spent is the rounded-up exact sum (the fast path never runs after
+        # an exact answer, which needs an unlimited budget)
+        self._spent = (_up(eps_sum), _up(delta_sum))
+
+    def _surely_fits(self, epsilon: object, delta: object) -> tuple[float, float] | None:
+        """The new float bounds if the charge surely fits the budget, else None (then only the
+        exact path can tell). Anything but a finite float charge on a basic ledger with a finite
+        budget takes the exact path, which also validates it."""
+        if not (self._fast and isinstance(epsilon, float) and isinstance(delta, float)):
+            return None
+        if not (0.0 < epsilon < math.inf and 0.0 <= delta < 1.0):
+            return None
+        # round-to-nearest errs by at most half a unit in the last place: one step up covers it
+        eps_hi = math.nextafter(self._eps_hi + _above(epsilon), math.inf)
+        if eps_hi > self._eps_room:
+            return None
+        delta_hi = self._delta_hi
+        if delta != 0.0:
+            delta_hi = math.nextafter(delta_hi + _above(delta), math.inf)
+            if delta_hi > self._delta_room:
+                return None
+        return eps_hi, delta_hi
 
     @property
     def charges(self) -> tuple[Charge, ...]:
@@ -322,11 +381,13 @@ class Ledger:
     @property
     def spent(self) -> float:
         """Epsilon spent so far under the ledger's composition (never rounded down)."""
+        self._settle()
         return self._spent[0]
 
     @property
     def spent_delta(self) -> float:
         """Delta spent so far (including the slack once advanced composition is in use)."""
+        self._settle()
         return self._spent[1]
 
     @property
@@ -334,6 +395,7 @@ class Ledger:
         """Epsilon left (never rounded up; 0.0 when exhausted)."""
         if math.isinf(self.epsilon):
             return math.inf
+        self._settle()
         if self.composition == "basic":
             return max(_down(_exact(self.epsilon) - self._eps_sum), 0.0)
         return max(self.epsilon - self.spent, 0.0)
@@ -390,6 +452,8 @@ class Ledger:
 
     def can_afford(self, epsilon: float, delta: float = 0.0) -> bool:
         """Whether :meth:`charge` would accept this charge (nothing is charged)."""
+        if self._surely_fits(epsilon, delta) is not None:
+            return True
         try:
             planned = self._plan(epsilon, delta)
         except BudgetExceeded:
@@ -398,6 +462,8 @@ class Ledger:
         return True
 
     def _plan(self, epsilon: float, delta: float) -> tuple[Charge, dict[str, Any]]:
+        """The exact check: every bound in rational arithmetic (raises if none fits)."""
+        self._settle()
         eps = check_epsilon(epsilon, name="epsilon")
         dlt = check_delta(delta, name="delta", allow_zero=True)
         charge = Charge(eps, dlt)
@@ -464,6 +530,15 @@ class Ledger:
 
     def charge(self, epsilon: float, delta: float = 0.0) -> Charge:
         """Charge one release; raise :class:`BudgetExceeded` (and change nothing) if over budget."""
+        fast = self._surely_fits(epsilon, delta)
+        if fast is not None:
+            charge = Charge(float(epsilon), float(delta))
+            self._charges.append(charge)
+            self._eps_hi, self._delta_hi = fast
+            key = (charge.epsilon, charge.delta)
+            self._pending[key] = self._pending.get(key, 0) + 1
+            self._last_plan = None
+            return charge
         last = self._last_plan
         if last is not None and last[0] == (epsilon, delta, len(self._charges)):
             charge, plan = last[1]  # planned by can_afford just before, nothing changed since
@@ -479,6 +554,9 @@ class Ledger:
             self._eps_sum = plan["eps_sum"]
             self._sums = plan["sums"]
             self._homog = plan["homogeneous"]
+        if self._fast:  # the exact sums moved: restart the float bounds from them
+            self._eps_hi = _above(_up(self._eps_sum))
+            self._delta_hi = _above(_up(self._delta_sum)) if self._delta_sum else 0.0
         return charge
 
 

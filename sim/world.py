@@ -272,6 +272,7 @@ def run_scenario(
         _assemble(env, resolved, data, built, runlog)
         env.run(until=resolved.horizon_days * HOURS_PER_DAY)
         runlog.logger("sim").info("horizon_reached")
+        runlog.flush()  # the summary is rebuilt from the file, as replay does
         summary = jsonable(summarize(read_log(log_path)))
     except BaseException:
         runlog.abort()

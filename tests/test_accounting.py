@@ -225,6 +225,96 @@ def test_basic_ledger_matches_exact_reference(
         assert math.isclose(ledger.spent + ledger.remaining, budget, rel_tol=1e-12)
 
 
+# -- the fast path of basic composition against exact planning on every query ---------------
+
+
+def exact_only(ledger: Ledger) -> Ledger:
+    """The same ledger with its float fast path switched off: every check is exact planning."""
+    ledger._fast = False
+    return ledger
+
+
+units = st.sampled_from([0.1, 0.2, 0.3, 0.7, 0.01, 0.05, 1.0, 2.5, 1 / 3, 0.1 + 0.2])
+fast_budgets = budgets | st.tuples(units, st.integers(1, 60)).map(lambda t: t[0] * t[1])
+fast_budgets |= st.tuples(units, st.integers(1, 60)).map(lambda t: float(dec(t[0]) * t[1]))
+# a charge: a fixed size, or "what is left" (lands exactly on the limit when representable), or
+# one unit of the last place above or below what is left
+step = st.tuples(st.just("size"), eps_values | units | st.floats(1e-9, 1e-3)) | st.tuples(
+    st.sampled_from(["left", "left-up", "left-down"]), st.just(0.0)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    budget=fast_budgets,
+    delta_budget=st.sampled_from([0.0, 1e-6, 1e-3, 0.3]),
+    steps=st.lists(
+        st.tuples(step, st.sampled_from([0.0, 0.0, 1e-7, 4e-4, 0.1]), st.booleans()),
+        max_size=60,
+    ),
+)
+def test_fast_path_decides_exactly_like_exact_planning(
+    budget: float, delta_budget: float, steps: list[tuple[tuple[str, float], float, bool]]
+) -> None:
+    fast = Ledger(budget, delta_budget)
+    exact = exact_only(Ledger(budget, delta_budget))
+    ref = Fraction(0)
+    ref_delta = Fraction(0)
+    for (kind, size), dlt, look in steps:
+        left = exact.remaining
+        eps = {
+            "size": size,
+            "left": left,
+            "left-up": math.nextafter(left, math.inf),
+            "left-down": math.nextafter(left, 0.0),
+        }[kind]
+        if eps <= 0.0:  # the budget is used up exactly: try the smallest charge there is
+            eps = math.ulp(0.0)
+        fits = ref + dec(eps) <= dec(budget) and ref_delta + dec(dlt) <= dec(delta_budget)
+        assert fast.can_afford(eps, dlt) == exact.can_afford(eps, dlt) == fits
+        outcomes = []
+        for ledger in (fast, exact):
+            try:
+                outcomes.append(ledger.charge(eps, dlt))
+            except BudgetExceeded as err:
+                outcomes.append(str(err))
+        assert outcomes[0] == outcomes[1]
+        assert isinstance(outcomes[0], Charge) == fits
+        if fits:
+            ref += dec(eps)
+            ref_delta += dec(dlt)
+        if look:  # read the state only now and then, so fast-path charges pile up unsettled
+            assert snapshot(fast) == snapshot(exact)
+            assert repr(fast) == repr(exact)
+    assert snapshot(fast) == snapshot(exact)
+    assert fast.spent == round_up(ref)
+
+
+def test_fast_path_skips_exact_planning_far_from_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    plans: list[float] = []
+    plan = Ledger._plan
+
+    def counted(self: Ledger, epsilon: float, delta: float) -> tuple[Charge, dict[str, object]]:
+        plans.append(epsilon)
+        return plan(self, epsilon, delta)
+
+    monkeypatch.setattr(Ledger, "_plan", counted)
+    ledger = Ledger(10.0)
+    for _ in range(90):  # far from the limit: no exact planning
+        assert ledger.can_afford(0.1)
+        ledger.charge(0.1)
+    assert plans == []
+    assert ledger.spent == 9.0  # the fast-path charges are summed exactly
+    for _ in range(10):  # at the edge the rounding margin is gone: exact planning decides
+        ledger.charge(0.1)
+    assert plans and ledger.spent == 10.0 and ledger.remaining == 0.0
+    assert not ledger.can_afford(0.1)
+    for composition in ("advanced", "kov"):  # only basic composition has the fast path
+        plans.clear()
+        Ledger(10.0, 1e-6, composition).charge(0.1)
+        assert plans == [0.1]
+
+
 def _ref_decision(
     composition: str,
     charges: list[tuple[float, float]],

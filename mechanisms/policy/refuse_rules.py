@@ -40,17 +40,20 @@ class MinSupport(StageConfig):
         h = q.h_new
         if not h.shape[0]:
             return None
-        k = stages[0].k
-        accepted = np.count_nonzero(h >= 0.5, axis=1)
-        n = h.shape[1]
-        for i, acc in enumerate(accepted):
-            if acc < k:
-                detail = f"model {i} accepts {int(acc)} people (h >= 0.5); at least {k} required"
-                return Refused("low_support", detail)
-            if n - acc < k:
-                detail = f"model {i} rejects {int(n - acc)} people (h < 0.5); at least {k} required"
-                return Refused("low_support", detail)
-        return None
+        problem = _support(h, stages[0].k)
+        return Refused("low_support", problem) if problem else None
+
+
+def _support(h: NDArray[np.float64], k: int) -> str | None:
+    """What is wrong with the first model that accepts or rejects fewer than ``k`` people."""
+    accepted = np.count_nonzero(h >= 0.5, axis=1)
+    n = h.shape[1]
+    for i, acc in enumerate(accepted):
+        if acc < k:
+            return f"model {i} accepts {int(acc)} people (h >= 0.5); at least {k} required"
+        if n - acc < k:
+            return f"model {i} rejects {int(n - acc)} people (h < 0.5); at least {k} required"
+    return None
 
 
 class NearDuplicate(StageConfig):
