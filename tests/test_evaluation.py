@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pydantic import TypeAdapter, ValidationError
 
 from biasleak.agents.strategies import Estimate
 from biasleak.mechanisms.ceiling import (
@@ -18,7 +19,9 @@ from biasleak.mechanisms.ceiling import (
 )
 from biasleak.sim.evaluation import calibration, leakage, summarize, tpr_at_fpr
 from biasleak.sim.report import aggregate, compare_rows, format_compare, format_run
+from biasleak.sim.runlog import read_log
 from biasleak.sim.scenario import parse_scenario
+from biasleak.sim.summary import DeveloperSummary, RunSummary
 from biasleak.sim.world import run_scenario
 
 TRUTH = np.array([0, 0, 1, 1, 1, 1, 1, 1, 1, 1])
@@ -207,3 +210,67 @@ def test_measured_leakage_never_exceeds_the_ceiling(tmp_path: Path) -> None:
             assert summary["developers"]["full"]["leakage"] == 100.0
             assert {d["leakage_ceiling"] for d in summary["developers"].values()} == {100.0}
     assert informative >= 10  # the check is not vacuous: many ceilings are far below 100%
+
+
+# A short run with every part a summary can have: an honest developer (its deployment keys), a
+# proxy-prior attacker (its ceiling kind), refusals, noisy releases and an auditor.
+MIXED = """
+name: mixed
+seed: 3
+horizon_days: 5
+data: {dataset: adult, protected: race, n: 300}
+developers:
+  - {id: proxy, organization: one, strategy: {kind: proxy_prior, queries: 40}}
+  - {id: alice, organization: one, strategy: {kind: honest_selection, candidates: 5}}
+  - {id: mallory, organization: two, strategy: {kind: compressed_sensing, queries: 120, batch: 20}}
+compliance:
+  metrics: [sp]
+  policy:
+    - {kind: rate_limit, per_day: 40, scope: organization}
+    - {kind: budget, epsilon: 3.0, scope: organization}
+    - {kind: noise, mechanism: laplace, epsilon: 0.05}
+auditor: {enabled: true, every_hours: 24, detectors: [near_duplicate, low_support]}
+"""
+
+
+def test_a_real_summary_has_exactly_the_typed_keys(tmp_path: Path) -> None:
+    run = run_scenario(parse_scenario(MIXED), log_dir=tmp_path)
+    summary: Any = summarize(read_log(run.log_path))
+    adapter = TypeAdapter(RunSummary)
+    adapter.validate_python(summary, strict=True)
+    for synthetic in (summarize([_header(), *EVENTS]), summarize([_header("naive"), *EVENTS])):
+        adapter.validate_python(synthetic, strict=True)
+    devs = summary["developers"]
+    # the run reaches the parts of the types that are there only sometimes
+    assert "deployed" in devs["alice"] and "deployed" not in devs["mallory"]
+    assert devs["proxy"]["ceiling_kind"] == "proxy_prior"
+    assert summary["compliance"]["refused"] and summary["compliance"]["by_metric"]
+    # the types list the keys in the summary's order
+    assert list(summary) == list(RunSummary.__annotations__)
+    for d in devs.values():
+        assert list(d) == list(DeveloperSummary.__annotations__)[: len(d)]
+    # a key the types do not name is caught, at every level of the summary
+    nested = (
+        summary,
+        devs["mallory"],
+        devs["mallory"]["privacy_loss"],
+        summary["organizations"]["one"],
+        summary["compliance"],
+        summary["compliance"]["by_metric"]["sp"],
+        summary["auditor"],
+    )
+    for part in nested:
+        part["surprise"] = 1
+        with pytest.raises(ValidationError) as caught:
+            adapter.validate_python(summary, strict=True)
+        assert [e["type"] for e in caught.value.errors()] == ["extra_forbidden"]
+        del part["surprise"]
+    # and so is a key gone missing, or a value of another type
+    for key, broken in (("sent", None), ("estimated", 1), ("refused", {"budget_exhausted": 1.5})):
+        saved = devs["mallory"].pop(key)
+        if broken is not None:
+            devs["mallory"][key] = broken
+        with pytest.raises(ValidationError):
+            adapter.validate_python(summary, strict=True)
+        devs["mallory"][key] = saved
+    adapter.validate_python(summary, strict=True)  # restored: valid again
