@@ -764,3 +764,29 @@ def test_spent_reads_as_the_decimal_budget_when_filled_exactly() -> None:
 def test_basic_ledger_takes_no_slack() -> None:
     with pytest.raises(ValueError, match="slack"):
         Ledger(1.0, slack=5.0)
+
+
+@pytest.mark.parametrize(
+    ("eps", "k", "budget"), [(0.1, 50, 1e-5), (0.5, 20, 1e-6), (1.0, 10, 1e-3), (0.05, 400, 1e-6)]
+)
+def test_kov_optimal_agrees_with_the_privacy_loss_distribution_library(
+    eps: float, k: int, budget: float
+) -> None:
+    """dp-accounting's PLD of the worst-case pair for eps-DP, composed k times, is the exact
+    privacy curve (up to its pessimistic discretisation): KOV's pair must lie on or above it, and
+    KOV's epsilon must be the smallest of its grid (k - 2i) eps that the curve allows."""
+    from dp_accounting.pld import common, privacy_loss_distribution
+
+    params = common.DifferentialPrivacyParameters(eps, 0.0)
+    pld = privacy_loss_distribution.from_privacy_parameters(
+        params, value_discretization_interval=1e-5
+    ).self_compose(k)
+    kov_eps, kov_delta = kov_optimal_homogeneous(eps, 0.0, k, delta_budget=budget)
+    assert kov_delta <= budget
+    # the library's delta at KOV's epsilon is KOV's delta (the theorem is exact)
+    assert pld.get_delta_for_epsilon(kov_eps) == pytest.approx(kov_delta, rel=1e-3, abs=1e-12)
+    # one grid step lower would need more delta than the budget allows
+    if kov_eps - 2 * eps > 0:
+        assert pld.get_delta_for_epsilon(kov_eps - 2 * eps) > budget
+    # the continuous optimum is at most KOV's grid point
+    assert pld.get_epsilon_for_delta(budget) <= kov_eps + 1e-6
