@@ -12,7 +12,8 @@ Subcommands:
 ``compare FILE... [--seeds K] [--csv PATH] [--json]``
     Run several scenarios (K seeds each) and print leakage and utility side by side, then per
     policy the strongest attack (the red team's when the scenario has one, else among its own
-    attackers).
+    attackers). Rows are labelled by scenario name; scenarios that share a name are labelled by
+    their file's stem (by the path when the stems match too); one file given twice is an error.
 ``replay LOG [--json]``
     Rebuild a run's summary from its log file alone and check it against the stored one (exit 1
     when it differs, or when the log is truncated: the run did not finish).
@@ -31,8 +32,11 @@ Subcommands:
     Exact and private answers for the base model on a bundled data set, no simulation.
 
 Bad input (a scenario file, an override, a missing file) gets readable messages on stderr and
-exit code 2, never a traceback. Ctrl-C or SIGTERM stops a command with one line on stderr and exit
-code 130; a stopped ``sweep`` resumes with the same command.
+exit code 2, never a traceback. So does an output that cannot be written (``--log-dir`` or
+``--out`` on a file or in a read-only place, ``--csv`` naming a folder; missing folders are made),
+found before the first run, and a Dask ``--address`` that cannot be reached. Ctrl-C or SIGTERM
+stops a command with one line on stderr and exit code 130; a stopped ``sweep`` resumes with the
+same command.
 
 The options several commands share (``--seed`` and ``--set``, ``--json``, ``--workers`` with
 ``--executor`` and ``--address``, ``--log-dir``, ``--out``) are defined once, as parent parsers
@@ -159,6 +163,12 @@ def _parser() -> argparse.ArgumentParser:
     compare = sub.add_parser(
         "compare",
         help="run scenarios side by side",
+        description=(
+            "Run scenarios side by side. Rows are labelled by scenario name; scenarios that "
+            "share a name are labelled by their file's stem (by the path when the stems match "
+            "too), and their logs named <name>-<stem>-seed<seed>; one file given twice is an "
+            "error."
+        ),
         parents=[
             _seeds_option("seeds per scenario (default 1)", default=1),
             _scenario_options("override a key in every scenario"),
@@ -167,7 +177,11 @@ def _parser() -> argparse.ArgumentParser:
         ],
     )
     compare.add_argument("files", nargs="+", help="scenario YAML files")
-    compare.add_argument("--csv", default=None, help="also write one row per run to this CSV")
+    compare.add_argument(
+        "--csv",
+        default=None,
+        help="also write one row per run to this CSV (missing folders are made)",
+    )
     replay = sub.add_parser(
         "replay",
         help="rebuild a run's summary from its log",

@@ -10,6 +10,10 @@ stops the workers with the command. A command stopped that way ends with one lin
 exit code 130 (:func:`stopped`): ``sweep`` and ``paper`` say where the finished runs are and
 that the same command resumes; ``compare`` writes its ``--csv`` for the runs that finished. A run
 cut short leaves its log without a summary line, which ``replay`` reports as truncated (exit 1).
+
+Every output a command will write is checked before its first run
+(:func:`biasleak.sim.outputs.output_problems`): a problem there is one line and exit code 2,
+before any work is lost.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from biasleak.sim.executors import Terminated, pool
+from biasleak.sim.outputs import compare_labels, log_name, output_problems
 
 __all__ = [
     "EXIT_STOPPED",
@@ -75,10 +80,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.file, overrides=args.overrides)
         if args.seed is not None and args.seed < 0:
             return _fail([f"--seed must be >= 0; received {args.seed}"])
-        result = run_scenario(scenario, seed=args.seed, log_dir=args.log_dir)
+        problems = output_problems({"--log-dir": args.log_dir})
+        if problems:
+            return _fail(problems)
+        seed = scenario.seed if args.seed is None else args.seed
+        result = run_scenario(
+            scenario, seed=seed, log_dir=args.log_dir, log_name=log_name(scenario.name, seed)
+        )
     except ScenarioError as err:
         return _fail(err.problems)
-    except ValueError as err:  # data that cannot be loaded as configured
+    except (OSError, ValueError) as err:  # data that cannot be loaded as configured
         return _fail([f"{args.file}: {err}"])
     red = None
     if scenario.red_team is not None:
@@ -114,11 +125,14 @@ def cmd_redteam(args: argparse.Namespace) -> int:
         return _fail(problems)
     try:
         scenario = load_scenario(args.file, overrides=args.overrides)
+        problems = output_problems({"--log-dir": args.log_dir})
+        if problems:
+            return _fail(problems)
         with pool("process", workers=args.workers) as executor:
             result = run_red_team(scenario, seed=args.seed, log_dir=args.log_dir, executor=executor)
     except ScenarioError as err:
         return _fail(err.problems)
-    except ValueError as err:
+    except (OSError, ValueError) as err:
         return _fail([f"{args.file}: {err}"])
     print(dumps(result.to_json()) if args.json else format_red_team(result))
     return 0
@@ -152,24 +166,33 @@ def cmd_compare(args: argparse.Namespace) -> int:
         scenarios = [load_scenario(f, overrides=args.overrides) for f in args.files]
     except ScenarioError as err:
         return _fail(err.problems)
+    labelled = compare_labels(args.files, [s.name for s in scenarios])
+    if isinstance(labelled, str):
+        return _fail([labelled])
+    problems = output_problems({"--log-dir": args.log_dir}, csv=args.csv)
+    if problems:
+        return _fail(problems)
     results = []
     strongest = []
     try:
-        for scenario in scenarios:
+        for scenario, (label, stem) in zip(scenarios, labelled, strict=True):
             attacks = []  # per seed, the attack records the verdict rests on
             for k in range(args.seeds):
+                seed = scenario.seed + k
                 try:
-                    result = run_scenario(scenario, seed=scenario.seed + k, log_dir=args.log_dir)
+                    result = run_scenario(
+                        scenario, seed=seed, log_dir=args.log_dir, log_name=log_name(stem, seed)
+                    )
                     if scenario.red_team is not None:
-                        red = run_red_team(scenario, seed=scenario.seed + k, log_dir=args.log_dir)
+                        red = run_red_team(scenario, seed=seed, log_dir=args.log_dir)
                         attacks.append(red.attacks)
                     else:
                         attacks.append(scenario_attacks(result.summary))
-                except ValueError as err:
-                    return _fail([f"{scenario.name}: {err}"])
-                results.append((scenario.name, result.summary))
+                except (OSError, ValueError) as err:
+                    return _fail([f"{label}: {err}"])
+                results.append((label, result.summary))
             source = "red team" if scenario.red_team is not None else "scenario"
-            strongest.append(strongest_over_runs(scenario.name, attacks, source=source))
+            strongest.append(strongest_over_runs(label, attacks, source=source))
     except KeyboardInterrupt as err:
         total = len(scenarios) * args.seeds
         detail = f"{len(results)} of {total} runs finished"
@@ -196,19 +219,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
     or the log is truncated (no summary line: the run did not finish)."""
     from biasleak.sim.evaluation import summarize
     from biasleak.sim.report import format_run
-    from biasleak.sim.runlog import dumps, jsonable, read_log
+    from biasleak.sim.runlog import LogFormatError, dumps, jsonable, read_log
 
     try:
         events = list(read_log(args.log))
+    except LogFormatError as err:  # names the line of the file
+        return _fail([f"{args.log}: {err}"])
     except (OSError, ValueError) as err:
         return _fail([f"{args.log}: cannot read the run log ({err})"])
-    stored = next((e["summary"] for e in events if e.get("event") == "summary"), None)
+    stored = next((e.get("summary") for e in events if e.get("event") == "summary"), None)
     try:
         rebuilt = jsonable(summarize(events))
-    except (KeyError, ValueError) as err:
-        return _fail([f"{args.log}: not a biasleak run log ({err})"])
-    shown = {"log": args.log, **rebuilt}
-    print(dumps(shown) if args.json else format_run(shown))
+        shown = {"log": args.log, **rebuilt}
+        text = dumps(shown) if args.json else format_run(shown)
+    # events of the wrong shape (a list where a number belongs): a message, not a traceback
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as err:
+        return _fail([f"{args.log}: not a biasleak run log ({type(err).__name__}: {err})"])
+    print(text)
     if stored is None:
         print(REPLAY_TRUNCATED.format(log=args.log, events=len(events) - 1), file=sys.stderr)
         return 1
@@ -240,17 +267,23 @@ def _resume_line(args: argparse.Namespace, finished: int, where: str) -> str:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``biasleak sweep``."""
+    from biasleak.sim.runlog import log_stem
     from biasleak.sim.scenario import ScenarioError, load_scenario
     from biasleak.sim.sweep import run_sweep
 
     problems = _count_problems(args)
+    if args.address is not None and args.executor != "dask":
+        problems.append(f"--address needs --executor dask; received --executor {args.executor}")
     if problems:
         return _fail(problems)
     finished: list[dict[str, Any]] = []
     out = args.out
     try:
         scenario = load_scenario(args.file, overrides=args.overrides)
-        out = args.out or f"sweeps/{scenario.name}"
+        out = args.out or f"sweeps/{log_stem(scenario.name)}"
+        problems = output_problems({"--out": out})
+        if problems:
+            return _fail(problems)
         with pool(args.executor, workers=args.workers, address=args.address) as executor:
             result = run_sweep(
                 args.file,
@@ -263,7 +296,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             )
     except ScenarioError as err:
         return _fail(err.problems)
-    except ValueError as err:
+    except (OSError, ValueError) as err:
         return _fail([f"{args.file}: {err}"])
     except KeyboardInterrupt as err:
         where = Path(out) / "results.csv" if out else "results.csv"
@@ -314,6 +347,9 @@ def cmd_paper(args: argparse.Namespace) -> int:
         )
     folders = [f"{args.sweeps.rstrip('/')}/{stem}" for stem in PAPER_FILES[args.name]]
     to = args.to or f"docs/paper/{args.name}"
+    problems = output_problems({"--sweeps": args.sweeps, "--to": to})
+    if problems:
+        return _fail(problems)
     finished: list[dict[str, Any]] = []
     try:
         with pool("process", workers=args.workers) as executor:

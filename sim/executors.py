@@ -54,6 +54,10 @@ UNKNOWN_EXECUTOR = "executor must be 'process' or 'dask'; received {kind!r}"
 JOIN_SECONDS = 10.0
 """How long stopping waits for a killed worker to be reaped."""
 
+DASK_CONNECT_SECONDS = 10.0
+"""How long connecting to a Dask scheduler (``--address``) may take before it is given up."""
+DASK_UNREACHABLE = "cannot reach the Dask scheduler at {address!r}: {reason}"
+
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM in the main process, raised where Ctrl-C would raise :class:`KeyboardInterrupt`."""
@@ -76,7 +80,9 @@ def make_executor(
 
     Release both with :func:`close_executor` (wait for the work) or :func:`stop_executor` (drop
     it); a local Dask cluster is closed with its client. Raises :class:`ValueError` for an
-    unknown kind, or when the Dask extra is missing (the message names the extra).
+    unknown kind, when the Dask extra is missing (the message names the extra), or when the
+    scheduler at ``address`` cannot be reached within :data:`DASK_CONNECT_SECONDS` (or the
+    address cannot be one).
     """
     if kind == "process":
         return ProcessPoolExecutor(max_workers=workers, initializer=_worker_signals), None
@@ -86,7 +92,11 @@ def make_executor(
         except MissingExtra as err:
             raise ValueError(str(err)) from None
         if address:
-            client = distributed.Client(address)
+            try:
+                client = distributed.Client(address, timeout=DASK_CONNECT_SECONDS)
+            except Exception as err:  # whatever stops the connection: one line
+                reason = str(err) or type(err).__name__
+                raise ValueError(DASK_UNREACHABLE.format(address=address, reason=reason)) from None
         else:
             client = distributed.Client(
                 distributed.LocalCluster(

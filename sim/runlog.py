@@ -17,10 +17,32 @@ There is no wall-clock time anywhere, so the same scenario and seed give a byte-
 Non-finite numbers are written as the strings ``"inf"``, ``"-inf"`` and ``"nan"`` (JSON has no
 literal for them). Large arrays (the attackers' estimates) go to one ``.npz`` side file written
 at the end and named in the header.
+
+One writer per file. The log is written in place, under its final name, so that it can be
+followed while the run goes on and a run cut short leaves its events there (``replay`` calls such
+a log truncated). While a run writes its log it holds an exclusive lock on the file
+(``flock``); a second run that asks for the same name at the same time (two ``biasleak run`` of
+one scenario and seed into one folder) does not share the file but writes ``<name>-run2.jsonl``
+(then ``-run3``, ...), named in its summary. A finished run releases the lock, so running the
+same scenario again replaces its log, as before. The side file is written under a temporary name
+and renamed into place, before the summary line: a reader who sees the summary finds the whole
+side file. A name too long for the file system (most allow 255 bytes) is cut to
+:data:`LOG_NAME_BYTES` and ends in a hash of the whole name (:func:`log_stem`), so distinct names
+stay distinct.
+
+Limits. ``RunLog(..., max_events=N, max_bytes=B)`` refuses to log the event that would pass
+either: the logger call raises :class:`LogLimitExceeded`, which names the scenario key that sets
+the limit, and the file keeps only whole lines (the refused event is not written). The byte limit
+counts the header and the events; the summary line comes on top.
+
+Reading. :func:`read_log` yields one dict per line and stops at a truncated last line; a line that
+is not JSON, or JSON but not an object, raises :class:`LogFormatError` naming the line number in
+the file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -32,12 +54,80 @@ from typing import Any, BinaryIO, Final
 import numpy as np
 import structlog
 
-__all__ = ["FLUSH_EVERY_CHARS", "FLUSH_EVERY_EVENTS", "RunLog", "jsonable", "read_log"]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not a POSIX system: no locks, one writer by convention
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "FLUSH_EVERY_CHARS",
+    "FLUSH_EVERY_EVENTS",
+    "LOG_NAME_BYTES",
+    "LogFormatError",
+    "LogLimitExceeded",
+    "RunLog",
+    "jsonable",
+    "log_stem",
+    "read_log",
+]
 
 FLUSH_EVERY_EVENTS: Final = 256
 """Lines waiting in memory before they are written out."""
 FLUSH_EVERY_CHARS: Final = 64 * 1024
 """Characters waiting in memory before they are written out."""
+LOG_NAME_BYTES: Final = 200
+"""The longest file-name stem of a log, in bytes: with ``-runN``, ``.jsonl`` or ``.npz.part``
+added it stays under the 255 bytes most file systems allow."""
+MAX_WRITERS: Final = 100
+"""Names tried (``<name>``, ``<name>-run2``, ...) before giving up on a free one."""
+
+LOG_LIMIT_EVENTS: Final = (
+    "the run log reached {limit} events, its limit (limits.max_events = {limit}); "
+    "event {reached} was not logged"
+)
+LOG_LIMIT_BYTES: Final = (
+    "the run log would grow to {reached} bytes, over its limit of {limit} bytes "
+    "(limits.max_log_mb = {mb:g})"
+)
+NO_FREE_NAME: Final = "{count} runs are writing logs named {name} at once; no free name is left"
+
+
+class LogLimitExceeded(ValueError):
+    """A run tried to log more than its scenario allows (events or bytes)."""
+
+    def __init__(self, message: str, *, key: str, limit: int, reached: int) -> None:
+        super().__init__(message)
+        self.key = key
+        """The scenario key that sets the limit (``limits.max_events``, ``limits.max_log_mb``)."""
+        self.limit = limit
+        """The limit, in events or bytes."""
+        self.reached = reached
+        """The count the refused event would have reached."""
+
+
+class LogFormatError(ValueError):
+    """A line of a run log that is not a JSON object; ``line`` is its number in the file."""
+
+    def __init__(self, line: int, problem: str) -> None:
+        super().__init__(f"line {line}: {problem}")
+        self.line = line
+        """The line's number in the file, from 1."""
+
+
+def log_stem(stem: str) -> str:
+    """``stem`` if a log named after it fits the file system, else its first bytes and a hash.
+
+    >>> log_stem("quickstart-seed0")
+    'quickstart-seed0'
+    >>> len(log_stem("x" * 300).encode())
+    200
+    """
+    encoded = stem.encode("utf-8")
+    if len(encoded) <= LOG_NAME_BYTES:
+        return stem
+    digest = hashlib.sha256(encoded).hexdigest()[:16]
+    head = encoded[: LOG_NAME_BYTES - len(digest) - 1].decode("utf-8", errors="ignore")
+    return f"{head}-{digest}"
 
 
 def jsonable(obj: Any) -> Any:
@@ -95,8 +185,10 @@ class _LineBuffer:
     Lines end as text files end on this platform (what a file opened in text mode would write).
     """
 
-    def __init__(self, file: BinaryIO) -> None:
+    def __init__(self, file: BinaryIO, path: Path) -> None:
         self._file = file
+        self.path = path
+        """The file being written."""
         self._lines: list[str] = []
         self._chars = 0
 
@@ -137,39 +229,126 @@ def _finish(writer: _LineBuffer, pid: int) -> None:
         writer.close()
 
 
-# Logs being written by this process, by resolved path: read_log writes out their waiting lines.
+# Logs being written by this process, by resolved path (the path asked for, too, when the run
+# got another name): read_log writes out their waiting lines and reads the file being written.
 _OPEN: weakref.WeakValueDictionary[str, _LineBuffer] = weakref.WeakValueDictionary()
 
 
-class RunLog:
-    """Writes one run's log file; hands each agent a bound logger."""
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        named = path.stat()
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 
-    def __init__(self, path: Path, *, header: dict[str, Any], clock: Callable[[], float]) -> None:
-        self.path = Path(path)
-        """Where the JSON-lines file goes."""
+
+def _open_exclusive(path: Path) -> BinaryIO | None:
+    """Open ``path`` emptied for writing, holding an exclusive lock; None when another writer
+    holds it. The file is opened without truncating and emptied only once the lock is ours."""
+    while True:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+        try:
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    return None
+                if not _same_file(fd, path):  # replaced or removed between open and lock
+                    os.close(fd)
+                    continue
+            os.ftruncate(fd, 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        return os.fdopen(fd, "wb", buffering=0)
+
+
+def _claim(path: Path) -> tuple[Path, BinaryIO]:
+    """The first free name of ``path``, ``-run2``, ``-run3``, ... and its open, locked file."""
+    for k in range(1, MAX_WRITERS + 1):
+        candidate = path if k == 1 else path.with_name(f"{path.stem}-run{k}{path.suffix}")
+        file = _open_exclusive(candidate)
+        if file is not None:
+            return candidate, file
+    raise OSError(NO_FREE_NAME.format(count=MAX_WRITERS, name=path.name))
+
+
+class RunLog:
+    """Writes one run's log file; hands each agent a bound logger.
+
+    ``max_events`` and ``max_bytes`` (None: no limit) bound the events logged and the bytes of
+    the header and the events; the logger call that would pass either raises
+    :class:`LogLimitExceeded` and logs nothing.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        header: dict[str, Any],
+        clock: Callable[[], float],
+        max_events: int | None = None,
+        max_bytes: int | None = None,
+    ) -> None:
+        asked = Path(path)
+        asked = asked.with_name(log_stem(asked.stem) + asked.suffix)
+        asked.parent.mkdir(parents=True, exist_ok=True)
+        self.path, file = _claim(asked)
+        """The JSON-lines file: the path asked for, cut when too long, or, when another run is
+        writing that one, ``<name>-run2.jsonl`` (``-run3``, ...)."""
         self.arrays_path = self.path.with_suffix(".npz")
         """The side file for large arrays."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._clock = clock
         self._seq = 0
         self._arrays: dict[str, np.ndarray] = {}
-        self._writer = _LineBuffer(self.path.open("wb", buffering=0))
+        self._max_events = max_events
+        self._max_bytes = max_bytes
+        self._writer = _LineBuffer(file, self.path)
         # also on an interpreter exit that skipped abort() and close(): no waiting line is lost
         self._finish = weakref.finalize(self, _finish, self._writer, os.getpid())
-        self._key = str(self.path.resolve())
-        _OPEN[self._key] = self._writer
-        self._writer.msg(
-            dumps({"event": "header", "seq": 0, "arrays": self.arrays_path.name, **header})
-        )
+        self._keys = [str(self.path.resolve())]
+        _OPEN[self._keys[0]] = self._writer
+        requested = str(Path(path).resolve())
+        if requested not in _OPEN:  # a reader that asks for the name this run wanted
+            _OPEN[requested] = self._writer
+            self._keys.append(requested)
+        line = dumps({"event": "header", "seq": 0, "arrays": self.arrays_path.name, **header})
+        self._bytes = len(line) + len(os.linesep)
+        """Bytes of the lines logged so far (JSON lines are ASCII: one byte a character)."""
+        self._writer.msg(line)
         self._writer.flush()  # a reader finds the header at once
 
     def _stamp_and_render(self, _logger: Any, method: str, event_dict: dict[str, Any]) -> str:
-        """The whole processor chain in one step: sequence number, sim time, level, the line."""
-        self._seq += 1
-        event_dict["seq"] = self._seq
+        """The whole processor chain in one step: sequence number, sim time, level, the line.
+
+        Raises :class:`LogLimitExceeded` (and logs nothing) when the line would pass a limit.
+        """
+        if self._max_events is not None and self._seq >= self._max_events:
+            raise LogLimitExceeded(
+                LOG_LIMIT_EVENTS.format(limit=self._max_events, reached=self._seq + 1),
+                key="limits.max_events",
+                limit=self._max_events,
+                reached=self._seq + 1,
+            )
+        event_dict["seq"] = self._seq + 1
         event_dict["t"] = float(self._clock())
         event_dict["level"] = method
-        return dumps(event_dict)
+        line = dumps(event_dict)
+        size = self._bytes + len(line) + len(os.linesep)
+        if self._max_bytes is not None and size > self._max_bytes:
+            raise LogLimitExceeded(
+                LOG_LIMIT_BYTES.format(
+                    limit=self._max_bytes, reached=size, mb=self._max_bytes / 2**20
+                ),
+                key="limits.max_log_mb",
+                limit=self._max_bytes,
+                reached=size,
+            )
+        self._seq += 1
+        self._bytes = size
+        return line
 
     def logger(self, agent: str) -> Any:
         """A structlog logger bound to ``agent``; ``log.info("event_name", key=value)``."""
@@ -190,9 +369,10 @@ class RunLog:
         self._writer.flush()
 
     def _release(self) -> None:
-        if _OPEN.get(self._key) is self._writer:
-            del _OPEN[self._key]
-        self._finish()  # flushes and closes, once
+        for key in self._keys:
+            if _OPEN.get(key) is self._writer:
+                del _OPEN[key]
+        self._finish()  # flushes and closes (which releases the lock), once
 
     def abort(self) -> None:
         """Close the file without a summary line (the run raised or was interrupted): every
@@ -201,25 +381,53 @@ class RunLog:
         self._release()
 
     def close(self, summary: dict[str, Any]) -> None:
-        """Write the summary line, the side file, and close."""
+        """Write the side file (under a temporary name, then renamed into place), the summary
+        line, and close."""
+        partial = self.arrays_path.with_name(self.arrays_path.name + ".part")
+        try:
+            with partial.open("wb") as fh:
+                np.savez_compressed(fh, **self._arrays)
+            os.replace(partial, self.arrays_path)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            self._release()
+            raise
         self._seq += 1
         self._writer.msg(dumps({"event": "summary", "seq": self._seq, "summary": summary}))
         self._release()
-        with self.arrays_path.open("wb") as fh:
-            np.savez_compressed(fh, **self._arrays)
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "null" if value is None else "a number"
 
 
 def read_log(path: str | Path) -> Iterator[dict[str, Any]]:
     """Parse a log file line by line (stops at a truncated last line).
 
     A log this process is still writing is read up to its last event: the lines waiting in
-    memory are written out first.
+    memory are written out first. Raises :class:`LogFormatError` at a line that is not a JSON
+    object.
     """
     live = _OPEN.get(str(Path(path).resolve()))
     if live is not None:
         live.flush()
+        path = live.path
     with Path(path).open(encoding="utf-8") as fh:
-        for line in fh:
+        for number, line in enumerate(fh, start=1):
             if not line.endswith("\n"):
                 return
-            yield json.loads(line)
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise LogFormatError(
+                    number, f"not valid JSON: {err.msg} (column {err.colno})"
+                ) from None
+            if not isinstance(record, dict):
+                raise LogFormatError(number, f"not a JSON object but {_kind(record)}")
+            yield record

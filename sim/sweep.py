@@ -24,7 +24,8 @@ a cluster. Results go to ``OUT/``:
   ... and the compliance team's ``compliance.*`` figures; for a scenario with a ``red_team``,
   the red team's strongest attack and each attack's leakage under ``redteam.*`` (the red team
   runs inside the sweep's task, its worlds' logs in ``logs/redteam/<run_id>/``);
-- ``logs/``: every run's log;
+- ``logs/``: every run's log, ``<name>-<run id>.jsonl`` (a name too long for the file system is
+  cut and ends in a hash, :func:`biasleak.sim.runlog.log_stem`);
 - ``sweep.json``: the scenario file, seed count and ``--set`` overrides the sweep was run with
   (reports print the command that remakes the folder from it).
 
@@ -57,7 +58,7 @@ from typing import Any, Literal, TextIO
 from biasleak.mechanisms.digests import text_digest
 from biasleak.sim._optional import MissingExtra, require, skipped
 from biasleak.sim.executors import close_executor, make_executor, pool, run_each, shielded
-from biasleak.sim.runlog import jsonable
+from biasleak.sim.runlog import jsonable, log_stem
 from biasleak.sim.scenario import (
     Scenario,
     ScenarioError,
@@ -210,7 +211,7 @@ def run_task(task: Task, log_dir: str) -> dict[str, Any]:
             scenario,
             seed=task.seed,
             log_dir=Path(log_dir),
-            log_name=f"{scenario.name}-{task.run_id}",
+            log_name=log_stem(f"{scenario.name}-{task.run_id}"),  # cut to fit a file system
         )
         row.update(status="ok", error="", log=str(result.log_path), **flatten(result.summary))
         if scenario.red_team is not None:

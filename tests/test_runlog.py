@@ -235,3 +235,157 @@ def test_a_forked_child_does_not_write_the_parents_lines_again(tmp_path: Path) -
     subprocess.run([sys.executable, "-c", FORKING, str(path)], check=True)
     events = [json.loads(line) for line in disk_lines(path)]
     assert [e["seq"] for e in events] == list(range(8))
+
+
+# --- one writer per file ----------------------------------------------------------------------
+
+
+def test_a_second_writer_of_one_name_gets_its_own_file(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    first = open_log(path)
+    second = open_log(path)  # the first still holds the file
+    assert first.path == path
+    assert second.path == tmp_path / "run-run2.jsonl"
+    assert second.arrays_path == tmp_path / "run-run2.npz"
+    first.logger("dev").info("tick", i=1)
+    second.logger("dev").info("tick", i=2)
+    assert [e.get("i") for e in read_log(path)] == [None, 1]  # the name asked for: its own run
+    first.close({"n": 1})
+    second.close({"n": 2})
+    for log, i in ((path, 1), (second.path, 2)):
+        events = list(read_log(log))
+        assert [e["event"] for e in events] == ["header", "tick", "summary"]
+        assert events[0]["arrays"] == log.with_suffix(".npz").name
+        assert events[1]["i"] == i and events[2]["summary"] == {"n": i}
+        assert log.with_suffix(".npz").is_file()
+    again = open_log(path)  # both finished: the name is free, and a new run replaces the log
+    assert again.path == path
+    again.close({})
+    assert [e["event"] for e in read_log(path)] == ["header", "summary"]
+    assert not list(tmp_path.glob("*.part"))
+
+
+HOLDER = """
+import sys
+from pathlib import Path
+from biasleak.sim.runlog import RunLog
+log = RunLog(Path(sys.argv[1]), header={"who": "child"}, clock=lambda: 0.0)
+log.logger("dev").info("tick", who="child")
+print(log.path, flush=True)
+sys.stdin.readline()  # hold the file until the parent says
+log.close({"who": "child"})
+"""
+
+
+def test_a_writer_in_another_process_is_not_shared(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as child:
+        try:
+            assert child.stdout is not None and child.stdin is not None
+            assert child.stdout.readline().strip() == str(path)
+            mine = RunLog(path, header={"who": "parent"}, clock=lambda: 0.0)
+            assert mine.path == tmp_path / "run-run2.jsonl"
+            mine.logger("dev").info("tick", who="parent")
+            mine.close({"who": "parent"})
+            child.stdin.write("done\n")
+            child.stdin.flush()
+            assert child.wait(timeout=60) == 0
+        finally:
+            child.kill()
+    for log, who in ((path, "child"), (tmp_path / "run-run2.jsonl", "parent")):
+        events = [json.loads(line) for line in disk_lines(log)]
+        assert [e.get("who") for e in events[:2]] == [who, who]
+        assert events[-1]["summary"] == {"who": who}
+
+
+def test_a_name_too_long_is_cut_with_a_hash(tmp_path: Path) -> None:
+    long_a, long_b = "a" * 299 + "x", "a" * 299 + "y"
+    assert runlog.log_stem("short-seed0") == "short-seed0"
+    first = open_log(tmp_path / f"{long_a}.jsonl")
+    second = open_log(tmp_path / f"{long_b}.jsonl")
+    assert first.path != second.path  # distinct names stay distinct
+    for log in (first, second):
+        assert len(log.path.stem.encode()) == runlog.LOG_NAME_BYTES
+        assert log.path.stem.startswith("a" * 100)
+        log.close({})
+    assert next(read_log(first.path))["arrays"] == first.arrays_path.name
+    cut = runlog.log_stem("é" * 150)  # 300 bytes: cut between characters, never inside one
+    assert len(cut.encode("utf-8")) <= runlog.LOG_NAME_BYTES and cut.startswith("é" * 50)
+
+
+# --- limits -----------------------------------------------------------------------------------
+
+
+def test_max_events_refuses_the_event_past_the_limit(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    log = RunLog(path, header={}, clock=lambda: 0.0, max_events=FLUSH_EVERY_EVENTS + 3)
+    dev = log.logger("dev")
+    for i in range(FLUSH_EVERY_EVENTS + 3):
+        dev.info("tick", i=i)
+    with pytest.raises(runlog.LogLimitExceeded) as caught:
+        dev.info("tick", i=-1)
+    err = caught.value
+    assert isinstance(err, ValueError)
+    assert (err.key, err.limit, err.reached) == (
+        "limits.max_events",
+        FLUSH_EVERY_EVENTS + 3,
+        FLUSH_EVERY_EVENTS + 4,
+    )
+    assert "limits.max_events" in str(err) and str(FLUSH_EVERY_EVENTS + 3) in str(err)
+    log.abort()
+    lines = disk_lines(path)  # whole lines, the refused event not among them
+    assert len(lines) == 1 + FLUSH_EVERY_EVENTS + 3
+    assert [json.loads(line)["seq"] for line in lines] == list(range(len(lines)))
+
+
+def test_max_bytes_refuses_the_event_that_would_pass_it(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    limit = 3 * FLUSH_EVERY_CHARS
+    log = RunLog(path, header={}, clock=lambda: 0.0, max_bytes=limit)
+    dev = log.logger("dev")
+    with pytest.raises(runlog.LogLimitExceeded) as caught:
+        for i in range(10_000):
+            dev.info("big", i=i, payload="z" * 1000)
+    err = caught.value
+    assert err.key == "limits.max_log_mb" and err.limit == limit and err.reached > limit
+    assert "limits.max_log_mb" in str(err) and str(err.reached) in str(err)
+    log.abort()
+    size = path.stat().st_size
+    assert limit - 1100 < size <= limit  # the last event that fitted is there, no more
+    events = [json.loads(line) for line in disk_lines(path)]
+    assert [e.get("i") for e in events[1:]] == list(range(len(events) - 1))
+
+
+def test_no_limit_by_default(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "run.jsonl")
+    dev = log.logger("dev")
+    for i in range(3 * FLUSH_EVERY_EVENTS):
+        dev.info("tick", i=i)
+    log.close({})
+    assert len(disk_lines(tmp_path / "run.jsonl")) == 3 * FLUSH_EVERY_EVENTS + 2
+
+
+# --- malformed logs ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bad", "problem"),
+    [
+        ("[1]", "not a JSON object but an array"),
+        ("null", "not a JSON object but null"),
+        ("true", "not a JSON object but a boolean"),
+        ("{oops", "not valid JSON: Expecting property name enclosed in double quotes (column 2)"),
+    ],
+)
+def test_read_log_names_the_file_line_of_a_bad_line(tmp_path: Path, bad: str, problem: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"event": "header"}\n{"event": "a"}\n' + bad + "\n{}\n", encoding="utf-8")
+    with pytest.raises(runlog.LogFormatError) as caught:
+        list(read_log(path))
+    assert caught.value.line == 3
+    assert str(caught.value) == f"line 3: {problem}"
