@@ -73,13 +73,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``biasleak run``."""
     from biasleak.sim.report import format_run
     from biasleak.sim.runlog import dumps
-    from biasleak.sim.scenario import ScenarioError, load_scenario
+    from biasleak.sim.scenario import ScenarioError, check_scenario
     from biasleak.sim.world import run_scenario
 
+    if args.seed is not None and args.seed < 0:
+        return _fail([f"--seed must be >= 0; received {args.seed}"])
     try:
-        scenario = load_scenario(args.file, overrides=args.overrides)
-        if args.seed is not None and args.seed < 0:
-            return _fail([f"--seed must be >= 0; received {args.seed}"])
+        scenario = check_scenario(args.file, overrides=args.overrides, seed=args.seed)
         problems = output_problems({"--log-dir": args.log_dir})
         if problems:
             return _fail(problems)
@@ -114,7 +114,7 @@ def cmd_redteam(args: argparse.Namespace) -> int:
     """``biasleak redteam``."""
     from biasleak.sim.redteam import format_red_team, run_red_team
     from biasleak.sim.runlog import dumps
-    from biasleak.sim.scenario import ScenarioError, load_scenario
+    from biasleak.sim.scenario import ScenarioError, check_scenario
 
     problems = []
     if args.workers < 1:
@@ -124,7 +124,7 @@ def cmd_redteam(args: argparse.Namespace) -> int:
     if problems:
         return _fail(problems)
     try:
-        scenario = load_scenario(args.file, overrides=args.overrides)
+        scenario = check_scenario(args.file, overrides=args.overrides, seed=args.seed)
         problems = output_problems({"--log-dir": args.log_dir})
         if problems:
             return _fail(problems)
@@ -157,13 +157,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     )
     from biasleak.sim.report import aggregate, compare_rows, format_compare
     from biasleak.sim.runlog import dumps
-    from biasleak.sim.scenario import ScenarioError, load_scenario
+    from biasleak.sim.scenario import ScenarioError, check_scenario
     from biasleak.sim.world import run_scenario
 
     if args.seeds < 1:
         return _fail([f"--seeds must be >= 1; received {args.seeds}"])
     try:
-        scenarios = [load_scenario(f, overrides=args.overrides) for f in args.files]
+        scenarios = [check_scenario(f, overrides=args.overrides) for f in args.files]
     except ScenarioError as err:
         return _fail(err.problems)
     labelled = compare_labels(args.files, [s.name for s in scenarios])
@@ -268,7 +268,7 @@ def _resume_line(args: argparse.Namespace, finished: int, where: str) -> str:
 def cmd_sweep(args: argparse.Namespace) -> int:
     """``biasleak sweep``."""
     from biasleak.sim.runlog import log_stem
-    from biasleak.sim.scenario import ScenarioError, load_scenario
+    from biasleak.sim.scenario import ScenarioError, check_scenario
     from biasleak.sim.sweep import run_sweep
 
     problems = _count_problems(args)
@@ -279,7 +279,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     finished: list[dict[str, Any]] = []
     out = args.out
     try:
-        scenario = load_scenario(args.file, overrides=args.overrides)
+        scenario = check_scenario(args.file, overrides=args.overrides, seeds=args.seeds)
         out = args.out or f"sweeps/{log_stem(scenario.name)}"
         problems = output_problems({"--out": out})
         if problems:
@@ -382,12 +382,12 @@ def cmd_paper(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """``biasleak validate``."""
-    from biasleak.sim.scenario import ScenarioError, load_scenario
+    from biasleak.sim.scenario import ScenarioError, check_scenario
 
     problems = []
     for f in args.files:
         try:
-            load_scenario(f)
+            check_scenario(f)
             print(f"{f}: ok")
         except ScenarioError as err:
             problems.extend(err.problems)

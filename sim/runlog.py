@@ -95,7 +95,9 @@ NO_FREE_NAME: Final = "{count} runs are writing logs named {name} at once; no fr
 class LogLimitExceeded(ValueError):
     """A run tried to log more than its scenario allows (events or bytes)."""
 
-    def __init__(self, message: str, *, key: str, limit: int, reached: int) -> None:
+    def __init__(self, message: str, *, key: str = "", limit: int = 0, reached: int = 0) -> None:
+        # SimPy re-raises a process's exception as type(err)(*err.args): only the message is
+        # positional, the details default.
         super().__init__(message)
         self.key = key
         """The scenario key that sets the limit (``limits.max_events``, ``limits.max_log_mb``)."""
@@ -418,10 +420,16 @@ def read_log(path: str | Path) -> Iterator[dict[str, Any]]:
     if live is not None:
         live.flush()
         path = live.path
-    with Path(path).open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.endswith("\n"):
+    with Path(path).open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if not raw.endswith(b"\n"):
                 return
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise LogFormatError(
+                    number, f"not UTF-8 text (byte {err.start + 1} of the line)"
+                ) from None
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as err:

@@ -964,8 +964,8 @@ name: quickstart
 def test_attack_kinds_are_the_registry_without_honest_strategies() -> None:
     from biasleak.sim.scenario import ATTACK_KINDS
 
-    assert set(ATTACK_KINDS) == set(STRATEGIES) - {"honest_selection"}
-    assert list(ATTACK_KINDS) == [k for k in STRATEGIES if k != "honest_selection"]
+    assert set(ATTACK_KINDS) == set(STRATEGIES) - {"honest_selection", "plugin"}
+    assert list(ATTACK_KINDS) == [k for k in STRATEGIES if k not in {"honest_selection", "plugin"}]
 
 
 @pytest.mark.parametrize(

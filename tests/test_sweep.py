@@ -568,7 +568,8 @@ def test_cli_sweep(
     assert "did you mean 'horizon_days'" in captured.err
     invalid = _write(tmp_path, TINY + "grid:\n  data.minority: [8, 90]\n", "invalid.yaml")
     assert main(["sweep", str(invalid), "--out", str(tmp_path / "invalid")]) == 2
-    assert "grid values {'data.minority': 90} give an invalid scenario" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "grid.data.minority: value 90 (item 1) gives data: minority = 90 must be smaller " in err
     assert main(["sweep", str(tmp_path / "missing.yaml")]) == 2
     assert "cannot read the file" in capsys.readouterr().err
     assert main(["sweep", str(path), "--workers", "0", "--out", str(tmp_path / "w0")]) == 2

@@ -42,10 +42,10 @@ def validate(q: Pending) -> Refused | None:
     request, policy = q.request, q.policy
     try:
         raw = np.asarray(request.predictions)
-    except (TypeError, ValueError):  # e.g. ragged nested lists
+    except Exception:  # ragged nested lists, or an object whose conversion fails in any way
         return Refused("invalid", RAGGED)
     q.models = int(raw.shape[0]) if raw.ndim == 2 else 1
-    if request.metric not in policy.metrics:
+    if not isinstance(request.metric, str) or request.metric not in policy.metrics:
         detail = NOT_ANSWERED.format(metric=request.metric, allowed=list(policy.metrics))
         return Refused("metric_not_allowed", detail)
     try:

@@ -6,6 +6,15 @@ epsilon (and delta for the (eps, delta) mechanisms) per model answered or per qu
 bounding and the sampler. ``epsilon = inf`` (or ``mechanism: exact``) answers exactly. The exact
 values, noise scale and sensitivity go to the decision's ``internal`` part only: the scale of a
 data-dependent mechanism depends on the group sizes and must never reach a developer.
+
+The privacy parameters are bounded to what the mechanisms can release. A finite epsilon is at
+least :data:`MIN_EPSILON` (1e-6): below it the noise is over a million times the sensitivity, no
+answer carries information, and the samplers break down well before the floats do (the safe
+discrete Laplace refuses scales past ~1e20 grid units, reached near epsilon 1e-18; the Cauchy and
+smooth-Laplace noise overflow to inf/NaN near 1e-307). The (eps, delta) mechanisms need a delta
+of at least :data:`MIN_DELTA` (1e-30; a smaller failure probability is zero for any data set:
+choose a pure mechanism instead). ``mechanism: exact`` with a finite epsilon is an error naming
+both keys, not an epsilon silently ignored.
 """
 
 from __future__ import annotations
@@ -28,7 +37,12 @@ from biasleak.mechanisms.release import (
     release,
 )
 
-__all__ = ["Noise"]
+__all__ = ["MIN_DELTA", "MIN_EPSILON", "Noise"]
+
+MIN_EPSILON: Final = 1e-6
+"""The smallest finite epsilon a noise stage (and a budget) accepts."""
+MIN_DELTA: Final = 1e-30
+"""The smallest delta an (eps, delta) mechanism accepts."""
 
 NEEDS_DELTA: Final = "mechanism {mechanism!r} needs 0 < delta < 1"
 TRUNCATE_SAFE: Final = (
@@ -39,6 +53,18 @@ TRUNCATE_PURE: Final = (
     "bounding 'truncate' needs a pure eps-DP mechanism; {mechanism!r} has delta > 0 (use 'clamp')"
 )
 UNDEFINED: Final = "metric {metric!r} is undefined on this audit set"
+SMALL_EPSILON: Final = (
+    "epsilon must be at least {least:g} (or .inf for exact answers); received {epsilon!r}: "
+    "smaller values give noise a million times the answer's range, and the samplers overflow"
+)
+EXACT_EPSILON: Final = (
+    "mechanism 'exact' answers without noise and takes no epsilon (received epsilon = "
+    "{epsilon!r}); remove 'epsilon', or choose a noisy 'mechanism' from {noisy}"
+)
+SMALL_DELTA: Final = (
+    "mechanism {mechanism!r} needs delta >= {least:g} (received delta = {delta!r}); a smaller "
+    "failure probability is zero for any data set: choose a pure mechanism instead"
+)
 
 
 class Noise(StageConfig):
@@ -73,6 +99,31 @@ class Noise(StageConfig):
         if isinstance(value, str):
             check_choice(value, allowed[str(info.field_name)], name=str(info.field_name))
         return value
+
+    @field_validator("epsilon")
+    @classmethod
+    def _epsilon(cls, epsilon: float, info: ValidationInfo) -> float:
+        """Finite epsilons are at least :data:`MIN_EPSILON`; ``exact`` takes none."""
+        mechanism = info.data.get("mechanism")
+        if mechanism in MECHANISM_INFO and not MECHANISM_INFO[mechanism].noisy:
+            if not math.isinf(epsilon):
+                noisy = [k for k, v in MECHANISM_INFO.items() if v.noisy]
+                raise ValueError(EXACT_EPSILON.format(epsilon=epsilon, noisy=noisy))
+        elif math.isfinite(epsilon) and epsilon < MIN_EPSILON:
+            raise ValueError(SMALL_EPSILON.format(least=MIN_EPSILON, epsilon=epsilon))
+        return epsilon
+
+    @field_validator("delta")
+    @classmethod
+    def _delta(cls, delta: float, info: ValidationInfo) -> float:
+        """An (eps, delta) mechanism needs delta >= :data:`MIN_DELTA` (a pure mechanism ignores
+        delta, so that a grid over mechanisms may share one)."""
+        mechanism = info.data.get("mechanism")
+        if mechanism not in MECHANISM_INFO or not MECHANISM_INFO[mechanism].needs_delta:
+            return delta
+        if 0.0 < delta < MIN_DELTA:
+            raise ValueError(SMALL_DELTA.format(mechanism=mechanism, least=MIN_DELTA, delta=delta))
+        return delta
 
     @model_validator(mode="after")
     def _consistent(self) -> Noise:

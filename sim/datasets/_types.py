@@ -3,6 +3,11 @@
 :class:`AuditData` pairs the :class:`~biasleak.agents.public.PublicData` (features and labels of
 both splits) with the protected attribute of the audit set (and of the training split, for
 evaluation baselines only). The attribute belongs to the compliance side and the evaluator.
+
+An audit set must hold at least :data:`MIN_GROUP` people of each group: with an empty group the
+fairness metrics and the leakage score are undefined (a division by N0 = 0), and with one person
+in a group every answer is about that person. A draw that gives a smaller group is refused with
+:data:`SMALL_GROUP` (a ``ValueError``), before any run starts.
 """
 
 from __future__ import annotations
@@ -14,7 +19,36 @@ from numpy.typing import NDArray
 
 from biasleak.agents.public import PublicData, PublicView
 
-__all__ = ["AuditData", "PublicData", "PublicView"]
+__all__ = ["MIN_GROUP", "SMALL_GROUP", "AuditData", "PublicData", "PublicView", "SmallGroupError"]
+
+MIN_GROUP = 2
+"""The fewest people of each group an audit set may hold."""
+SMALL_GROUP = (
+    "the audit set of {n} people has {n1} advantaged ({advantaged}) and {n0} disadvantaged "
+    "({disadvantaged}) people; each group needs at least {least}: draw a larger audit set (n) "
+    "or another seed"
+)
+"""The problem of an audit set with an empty or one-person group."""
+
+
+class SmallGroupError(ValueError):
+    """An audit set with fewer than :data:`MIN_GROUP` people in a group."""
+
+    def __init__(self, data: AuditData) -> None:
+        super().__init__(
+            SMALL_GROUP.format(
+                n=data.n,
+                n1=data.n1,
+                n0=data.n0,
+                advantaged=data.advantaged,
+                disadvantaged=data.disadvantaged,
+                least=MIN_GROUP,
+            )
+        )
+        self.n, self.n1, self.n0 = data.n, data.n1, data.n0
+        """The audit set's size and group sizes."""
+        self.groups = (data.advantaged, data.disadvantaged)
+        """What a = 1 and a = 0 stand for."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,6 +74,8 @@ class AuditData:
             raise ValueError("protected must have one entry per audit-set person")
         if self.train_protected.shape != (len(self.public.train),):
             raise ValueError("train_protected must have one entry per training-split person")
+        if min(self.n1, self.n0) < MIN_GROUP:
+            raise SmallGroupError(self)
 
     @property
     def n(self) -> int:

@@ -35,10 +35,18 @@ A validated scenario has a hash that ignores layout and tracks values (:func:`sc
 every run log's header), and the models export the JSON Schema of scenario files (:func:`schema`,
 committed as ``scenarios/schema.json``).
 
+Two more checks run before anything runs. The optional ``limits:`` mapping caps the size of the
+world (events and log size per run, auditor visits, identities, candidates, grid runs), with
+defaults that every shipped scenario keeps (:mod:`.limits`); every point of a ``grid:`` is
+validated as a scenario, its problems reported at the grid entry's line (:mod:`.grid`). And
+:func:`check_scenario` also loads the data every run will draw (CSV cells, the group sizes of
+each audit-set draw), so a problem there is a line of the scenario file too (:mod:`.prepare`).
+
 Modules: :mod:`.base` (strict models), :mod:`.data` (data sources), :mod:`.policy` (the compliance
-policy), :mod:`.models` (the whole scenario, hash, schema), :mod:`.loading` (YAML reading),
-:mod:`.overrides` (``--set``), :mod:`.errors` (readable problems), :mod:`.parsing` (file to
-scenario). Everything a caller needs is importable from this package.
+policy), :mod:`.limits` (caps), :mod:`.models` (the whole scenario, hash, schema),
+:mod:`.loading` (YAML reading), :mod:`.overrides` (``--set``), :mod:`.errors` (readable
+problems), :mod:`.grid` (grid points), :mod:`.parsing` (file to scenario), :mod:`.prepare` (the
+data a run draws). Everything a caller needs is importable from this package.
 """
 
 from __future__ import annotations
@@ -54,6 +62,8 @@ from biasleak.sim.scenario.data import (
     SyntheticData,
 )
 from biasleak.sim.scenario.errors import CANNOT_READ, NOT_A_MAPPING, NOT_YAML, ScenarioError
+from biasleak.sim.scenario.grid import GridPoint, grid_points
+from biasleak.sim.scenario.limits import Limits
 from biasleak.sim.scenario.loading import Document, read_document, read_yaml
 from biasleak.sim.scenario.models import (
     ATTACK_KINDS,
@@ -68,8 +78,9 @@ from biasleak.sim.scenario.models import (
     schema,
 )
 from biasleak.sim.scenario.overrides import apply_overrides
-from biasleak.sim.scenario.parsing import load_scenario, parse_scenario
+from biasleak.sim.scenario.parsing import Parsed, load_scenario, parse_scenario, read_scenario
 from biasleak.sim.scenario.policy import STAGES, ComplianceConfig, Stage
+from biasleak.sim.scenario.prepare import check_data, check_scenario
 
 __all__ = [
     "ADULT_SIZES",
@@ -88,7 +99,10 @@ __all__ = [
     "DeveloperConfig",
     "Document",
     "GermanData",
+    "GridPoint",
+    "Limits",
     "ModelConfig",
+    "Parsed",
     "RedTeamConfig",
     "Scenario",
     "ScenarioError",
@@ -97,9 +111,13 @@ __all__ = [
     "Strict",
     "SyntheticData",
     "apply_overrides",
+    "check_data",
+    "check_scenario",
+    "grid_points",
     "load_scenario",
     "parse_scenario",
     "read_document",
+    "read_scenario",
     "read_yaml",
     "scenario_hash",
     "schema",

@@ -7,12 +7,17 @@ A scenario's audit set S = (X, Y, A) is drawn from one of four sources, told apa
   from the whole population, optionally without the rows that have missing values;
 - ``german``: UCI Statlog German Credit (1,000 people), with sex as the protected attribute;
 - ``synthetic``: data from the generative model documented in :mod:`biasleak.sim.datasets`;
-- ``csv``: a user's own CSV file, with the columns that hold the label and the attribute.
+- ``csv``: a user's own CSV file, with the columns that hold the label and the attribute, and
+  optionally the values of the disadvantaged group (``disadvantaged: [B, C]``: any other value is
+  then an error, not a member of group 0) and what to do with empty feature cells
+  (``missing: error`` or ``drop``).
 
 The facts about the shipped data sets that validation needs live here too: how many people are
 eligible for each choice of protected attribute, split and missing-value rule
 (:data:`ADULT_SIZES`), so that asking for a larger audit set than exists is an error in the file,
-not a failure in the middle of a run.
+not a failure in the middle of a run. Every audit set needs two people of each group at least;
+for synthetic data the file fixes the group sizes, so validation checks them; for the other
+sources the sizes depend on the draw, which :mod:`.prepare` makes before any run starts.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from biasleak.sim.datasets._csv import MISSING_RULES
+from biasleak.sim.datasets._types import MIN_GROUP
 from biasleak.sim.scenario.base import Strict
 
 __all__ = [
@@ -85,7 +92,7 @@ class SyntheticData(Strict):
     """Synthetic data (generative model documented in biasleak.sim.datasets)."""
 
     dataset: Literal["synthetic"]
-    n: int = Field(ge=3)
+    n: int = Field(ge=3, le=10_000_000, description="audit set size (at most 10 million)")
     minority: int = Field(ge=1, description="N0, the size of the group with a = 0")
     features: int = Field(5, ge=1)
     score: Literal["normal", "uniform"] = "normal"
@@ -97,6 +104,12 @@ class SyntheticData(Strict):
     def _minority(self) -> SyntheticData:
         if not self.minority < self.n:
             raise ValueError(f"minority = {self.minority} must be smaller than n = {self.n}")
+        least = MIN_GROUP
+        if self.minority < least or self.n - self.minority < least:
+            raise ValueError(
+                f"each group needs at least {least} people: minority = {self.minority} and "
+                f"n - minority = {self.n - self.minority}; make data.n larger or change minority"
+            )
         return self
 
 
@@ -108,10 +121,37 @@ class CsvData(Strict):
     label: str
     protected: str
     advantaged: str
+    disadvantaged: list[str] | None = Field(
+        None,
+        min_length=1,
+        exclude_if=lambda values: values is None,
+        description="the values of the disadvantaged group (default: every value other than "
+        "advantaged); with it, any other value is an error",
+    )
     positive: str | None = None
+    missing: Literal[MISSING_RULES] = Field(  # type: ignore[valid-type]
+        "error",
+        exclude_if=lambda rule: rule == "error",
+        description="an empty feature cell: 'error' (the default) or 'drop' its row",
+    )
     n: int | None = Field(None, ge=3)
     audit_fraction: float = Field(0.3, gt=0.0, lt=1.0)
     seed: int | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _groups(self) -> CsvData:
+        if self.label == self.protected:
+            raise ValueError(f"label and protected name the same column {self.label!r}")
+        values = self.disadvantaged or []
+        if self.advantaged in values:
+            raise ValueError(
+                f"disadvantaged lists the advantaged value {self.advantaged!r}; a value is in "
+                "one group only"
+            )
+        repeated = sorted({v for v in values if values.count(v) > 1})
+        if repeated:
+            raise ValueError(f"disadvantaged lists a value twice: {repeated}")
+        return self
 
 
 DataConfig = Annotated[

@@ -38,7 +38,9 @@ __all__ = [
     "NOT_A_MAPPING",
     "NOT_YAML",
     "ScenarioError",
+    "describe",
     "explain",
+    "problem_line",
 ]
 
 NOT_YAML = "not valid YAML"
@@ -158,12 +160,33 @@ def _describe(err: ErrorDetails, data: Any) -> tuple[list[str | int], str]:
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
     shown = "" if isinstance(value, dict | list) or value is None else f" (received {value!r})"
+    quoted = (f"received {value!r}", f"received epsilon = {value!r}", f" is {value!r}, over")
+    if shown and any(q in message for q in quoted):  # the message already quotes the value
+        shown = ""
     if kind == "string_type" and value is not None and not isinstance(value, dict | list):
         shown += "; quote it if you meant the text"
     if kind == "int_type" and isinstance(value, float) and value.is_integer():
         # 1e3 and 1000.0 are floats in YAML 1.2; an integer key wants the digits only
         shown += f"; write the integer without a decimal point or exponent: {int(value)}"
     return path, message[0].lower() + message[1:] + shown
+
+
+def describe(err: ValidationError, data: Any) -> list[tuple[list[str | int], str]]:
+    """Each problem of a failed validation as (the user's key path, the message)."""
+    return [_describe(e, data) for e in err.errors()]
+
+
+def problem_line(
+    source: str,
+    path: Sequence[str | int],
+    message: str,
+    line_of: Callable[[Sequence[str | int]], int | None],
+) -> str:
+    """One ``FILE:LINE: key.path: message`` line (``FILE: ...`` where no line is known)."""
+    line = line_of(path)
+    where = source if line is None else f"{source}:{line}"
+    dotted = ".".join(str(p) for p in path) or "(top level)"
+    return f"{where}: {dotted}: {message}"
 
 
 def explain(
@@ -178,11 +201,4 @@ def explain(
     ``data`` is what was validated (the file's data with any overrides applied); ``line_of``
     gives the line of a key path in the file, or of the deepest part of it the file has.
     """
-    problems = []
-    for e in err.errors():
-        path, message = _describe(e, data)
-        line = line_of(path)
-        where = source if line is None else f"{source}:{line}"
-        dotted = ".".join(str(p) for p in path) or "(top level)"
-        problems.append(f"{where}: {dotted}: {message}")
-    return problems
+    return [problem_line(source, path, message, line_of) for path, message in describe(err, data)]

@@ -42,7 +42,7 @@ import re
 import warnings
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedKeyMap, CommentedKeySeq, TaggedScalar
@@ -184,13 +184,59 @@ def _scalar(value: Any) -> Any:
 _PLAIN_COLLECTION_TAGS = {None, _CORE + "map", _CORE + "omap", _CORE + "seq"}
 
 
+MAX_DEPTH: Final = 64
+"""Deepest nesting of mappings and lists a scenario file may have (real ones nest about 5)."""
+MAX_NODES: Final = 1_000_000
+"""Most values a file may expand to once its aliases are copied (a billion-laughs file would
+expand to 10^8 and more)."""
+TOO_DEEP: Final = "nested more than {most} levels deep"
+TOO_MANY: Final = "expands to more than {most:,} values (aliases copied)"
+
+
+def _too_deep(text: str) -> tuple[int, str | None] | None:
+    """(line, top-level key) where the text nests deeper than :data:`MAX_DEPTH`, or None.
+
+    A scan of brackets and indentation before the YAML reader runs: the reader recurses once
+    per level, so a file nested thousands deep would exhaust the stack before any check of ours.
+    Quoted text and comments are skipped; block nesting counts two spaces per level.
+    """
+    depth, key = 0, None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line[:1] not in ("", " ", "\t", "#", "-") and ":" in line and depth == 0:
+            key = line.split(":", 1)[0].strip().strip("'\"")
+        indent = (len(line) - len(line.lstrip(" "))) // 2
+        quote = None
+        for char in line:
+            if quote is not None:
+                quote = None if char == quote else quote
+            elif char in "'\"":
+                quote = char
+            elif char == "#":
+                break
+            elif char in "[{":
+                depth += 1
+                if depth + indent > MAX_DEPTH:
+                    return number, key
+            elif char in "]}":
+                depth = max(depth - 1, 0)
+        if indent > MAX_DEPTH:
+            return number, key
+    return None
+
+
 class _Plain:
     """Turns what the round-trip reader made into plain data, noting the line of every part."""
 
     def __init__(self) -> None:
         self.lines: dict[KeyPath, int] = {}
+        self.nodes = 0
 
     def convert(self, value: Any, path: KeyPath, line: int | None) -> Any:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise _Unsupported(TOO_MANY.format(most=MAX_NODES), line)
+        if len(path) > MAX_DEPTH:
+            raise _Unsupported(TOO_DEEP.format(most=MAX_DEPTH), line)
         if not isinstance(value, Mapping | list):
             try:
                 return _scalar(value)
@@ -249,6 +295,11 @@ def read_document(text: str, *, source: str = "<yaml>") -> Document:
     Raises :class:`~biasleak.sim.scenario.errors.ScenarioError` with one line,
     ``SOURCE[:LINE]: not valid YAML: ...``, for text that is not YAML or breaks the rules.
     """
+    deep = _too_deep(text)
+    if deep is not None:
+        line, key = deep
+        at = f"{key}: " if key else ""
+        raise ScenarioError([f"{source}:{line}: {at}{NOT_YAML}: {TOO_DEEP.format(most=MAX_DEPTH)}"])
     try:
         with warnings.catch_warnings():
             # an anchor defined twice is allowed (the later one wins), as YAML says
@@ -261,6 +312,8 @@ def read_document(text: str, *, source: str = "<yaml>") -> Document:
         raise ScenarioError([f"{where}: {NOT_YAML}: {problem}"]) from None
     except ValueError as err:  # a scalar that is not what its explicit tag says: !!int abc
         raise ScenarioError([f"{source}: {NOT_YAML}: {err}"]) from None
+    except RecursionError:  # the reader recurses once per level of nesting
+        raise ScenarioError([f"{source}: {NOT_YAML}: {TOO_DEEP.format(most=MAX_DEPTH)}"]) from None
     lc = getattr(loaded, "lc", None)
     top = lc.line + 1 if lc is not None and lc.line is not None else None
     plain = _Plain()

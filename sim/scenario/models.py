@@ -12,7 +12,13 @@ A scenario file names, from top to bottom:
 - ``compliance`` (:mod:`.policy`): the metrics the compliance team answers and its policy stages;
 - ``auditor``: the optional external auditor, its detectors and what an alert does;
 - ``red_team``: judge the policy by every attack of the library (:data:`ATTACK_KINDS`);
-- ``grid``: variations for ``biasleak sweep``.
+- ``grid``: variations for ``biasleak sweep``;
+- ``limits`` (:mod:`.limits`): caps on the size of the world (events, log size, auditor visits,
+  identities, candidates...), with defaults that every shipped scenario keeps.
+
+Once every mapping is valid on its own, the scenario is checked against its limits; a scenario
+over a cap gets one problem at the key that is too large (``auditor.every_hours``,
+``developers.0.strategy.identities``), naming the ``limits`` key that would raise it.
 
 Two things are computed from a validated scenario. :func:`scenario_hash` is the SHA-256 of the
 resolved scenario (every default filled in) as canonical JSON: the same scenario written in another
@@ -27,16 +33,18 @@ import json
 import typing
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from biasleak.agents.auditor import DETECTORS, DetectorSettings
 from biasleak.agents.compliance import ALERT_REACTIONS
-from biasleak.agents.strategies import STRATEGIES
+from biasleak.agents.strategies import ISOLATED_KINDS, STRATEGIES
 from biasleak.mechanisms._validation import did_you_mean
 from biasleak.mechanisms.digests import text_digest
 from biasleak.sim.runlog import jsonable
 from biasleak.sim.scenario.base import Strict
 from biasleak.sim.scenario.data import DataConfig
+from biasleak.sim.scenario.limits import Limits, limit_problems
 from biasleak.sim.scenario.policy import ComplianceConfig
 
 __all__ = [
@@ -111,8 +119,12 @@ class AuditorConfig(Strict):
 
 NOT_ATTACKS = frozenset({"honest_selection"})
 """Strategy kinds that do not try to reveal the protected attribute."""
-ATTACK_KINDS: tuple[str, ...] = tuple(k for k in STRATEGIES if k not in NOT_ATTACKS)
+ATTACK_KINDS: tuple[str, ...] = tuple(
+    k for k in STRATEGIES if k not in NOT_ATTACKS and k not in ISOLATED_KINDS
+)
 """Every attack the library knows: the strategy registry without the honest strategies."""
+LISTED_ONLY: tuple[str, ...] = tuple(k for k in STRATEGIES if k in ISOLATED_KINDS)
+"""Attacks a red team runs only when its list names them (plugins: code from outside biasleak)."""
 
 
 class RedTeamConfig(Strict):
@@ -121,14 +133,14 @@ class RedTeamConfig(Strict):
     ``attacks: all`` (the default) takes every kind of :data:`ATTACK_KINDS`; a list names some.
     """
 
-    attacks: Literal["all"] | list[Literal[ATTACK_KINDS]] = Field(  # type: ignore[valid-type]
+    attacks: Literal["all"] | list[Literal[ATTACK_KINDS + LISTED_ONLY]] = Field(  # type: ignore[valid-type]
         "all", description="'all', or a list of attack kinds (strategy kinds but honest ones)"
     )
 
     @field_validator("attacks", mode="before")
     @classmethod
     def _kinds(cls, value: Any) -> Any:
-        allowed = list(ATTACK_KINDS)
+        allowed = [*ATTACK_KINDS, *LISTED_ONLY]
         if isinstance(value, str):
             if value != "all":
                 raise ValueError(
@@ -180,6 +192,12 @@ class Scenario(Strict):
         description="variations for biasleak sweep: dotted key paths to lists of values, and "
         "'seeds' (runs per combination); biasleak run ignores it",
     )
+    limits: Limits = Field(
+        default_factory=Limits,
+        exclude_if=lambda limits: limits == Limits(),
+        description="caps on the size of a run (events, log size, auditor visits, identities, "
+        "candidates, ...); the defaults accept every shipped scenario",
+    )
 
     @field_validator("developers")
     @classmethod
@@ -189,6 +207,24 @@ class Scenario(Strict):
         if dup:
             raise ValueError(f"developer ids must be unique; repeated: {dup}")
         return developers
+
+    @model_validator(mode="after")
+    def _within_limits(self) -> Scenario:
+        """Every cap of :attr:`limits`, each problem at the key that is too large."""
+        problems = limit_problems(self)
+        if problems:
+            raise ValidationError.from_exception_data(
+                "Scenario",
+                [
+                    InitErrorDetails(
+                        type=PydanticCustomError("over_limit", "{message}", {"message": message}),
+                        loc=loc,
+                        input=value,
+                    )
+                    for loc, message, value in problems
+                ],
+            )
+        return self
 
 
 # -- hash and schema -----------------------------------------------------------------------------

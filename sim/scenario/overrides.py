@@ -27,7 +27,7 @@ from typing import Any
 from biasleak.sim.scenario.errors import ScenarioError
 from biasleak.sim.scenario.loading import read_yaml
 
-__all__ = ["apply_overrides", "parse_value"]
+__all__ = ["apply_overrides", "parse_value", "set_path"]
 
 
 def parse_value(raw: str) -> Any:
@@ -57,23 +57,24 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         if not parts:
             problems.append(f"--set {item!r}: empty key path")
             continue
-        problem = _assign(out, key, parts, parse_value(raw))
+        problem = set_path(out, parts, parse_value(raw))
         if problem is not None:
-            problems.append(problem)
+            problems.append(f"--set {key}: {problem}")
     if problems:
         raise ScenarioError(problems)
     return out
 
 
-def _assign(data: dict[str, Any], key: str, parts: list[str], value: Any) -> str | None:
-    """Set ``value`` at the path ``parts`` inside ``data``; the problem, if it cannot be done."""
+def set_path(data: dict[str, Any], parts: list[str], value: Any) -> str | None:
+    """Set ``value`` at the key path ``parts`` inside ``data`` (creating missing mappings);
+    the problem, if it cannot be done."""
     cur: Any = data
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
         where = ".".join(parts[: i + 1])
         if isinstance(cur, list):
             if not part.isdigit() or int(part) >= len(cur):
-                return f"--set {key}: {where!r} must be an index below {len(cur)} of the list"
+                return f"{where!r} must be an index below {len(cur)} of the list"
             if last:
                 cur[int(part)] = value
             else:
@@ -84,5 +85,5 @@ def _assign(data: dict[str, Any], key: str, parts: list[str], value: Any) -> str
             else:
                 cur = cur.setdefault(part, {})
         else:
-            return f"--set {key}: {where!r} is inside a value that is not a mapping"
+            return f"{where!r} is inside a value that is not a mapping"
     return None

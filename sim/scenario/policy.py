@@ -9,20 +9,31 @@ the pipeline order of :class:`biasleak.mechanisms.policy.Policy`; :meth:`Complia
 build_policy` builds that policy, and validation builds it once too, so every rule of the policy
 (one noise stage at most, metrics with a sensitivity under noise) is checked when the file is
 loaded.
+
+Every ``epsilon`` of a stage (a noise stage's, a budget's total) that is finite is at least
+:data:`~biasleak.mechanisms.policy.noise.MIN_EPSILON`: a subnormal budget or noise level is a
+typo, never a policy. How many models one query may hold (``max_models``) is capped by the
+scenario's ``limits.max_models`` (:mod:`.limits`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from biasleak.mechanisms import policy as pol
 from biasleak.mechanisms.metrics import METRICS
 from biasleak.mechanisms.policy import STAGES, Stage
+from biasleak.mechanisms.policy.noise import MIN_EPSILON
 from biasleak.sim.scenario.base import Strict
 
-__all__ = ["STAGES", "ComplianceConfig", "Stage"]
+__all__ = ["SMALL_STAGE_EPSILON", "STAGES", "ComplianceConfig", "Stage"]
+
+SMALL_STAGE_EPSILON = "epsilon must be at least {least:g} (or .inf); received {epsilon!r}"
+"""The problem of a stage whose finite epsilon is below the floor."""
 
 
 class ComplianceConfig(Strict):
@@ -35,6 +46,28 @@ class ComplianceConfig(Strict):
     answer_hours: float = Field(0.1, ge=0.0, allow_inf_nan=False)
     latency_hours: float = Field(0.0, ge=0.0, allow_inf_nan=False)
     max_models: int = Field(10_000, ge=1)
+
+    @field_validator("policy")
+    @classmethod
+    def _epsilons(cls, policy: list[Stage]) -> list[Stage]:
+        """No stage has a finite epsilon below the floor (a budget of 5e-324 is a typo)."""
+        errors = []
+        for i, stage in enumerate(policy):
+            epsilon = getattr(stage, "epsilon", None)
+            if isinstance(epsilon, float) and math.isfinite(epsilon) and epsilon < MIN_EPSILON:
+                message = SMALL_STAGE_EPSILON.format(least=MIN_EPSILON, epsilon=epsilon)
+                errors.append(
+                    InitErrorDetails(
+                        type=PydanticCustomError(
+                            "small_epsilon", "{message}", {"message": message}
+                        ),
+                        loc=(i, "epsilon"),
+                        input=epsilon,
+                    )
+                )
+        if errors:
+            raise ValidationError.from_exception_data("ComplianceConfig", errors)
+        return policy
 
     @model_validator(mode="after")
     def _stages(self) -> ComplianceConfig:
