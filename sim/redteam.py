@@ -48,6 +48,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from biasleak.agents.strategies import (
+    ISOLATED_KINDS,
     PROXY_KINDS,
     STRATEGIES,
     Stop,
@@ -185,7 +186,7 @@ def plan_attacks(scenario: Scenario, kinds: list[str] | None = None) -> list[Att
     """
     if kinds is None:
         kinds = scenario.red_team.kinds() if scenario.red_team is not None else list(ATTACK_KINDS)
-    unknown = [k for k in kinds if k not in ATTACK_KINDS]
+    unknown = [k for k in kinds if k not in ATTACK_KINDS and k not in ISOLATED_KINDS]
     if unknown:
         raise ValueError(f"unknown attack kinds {unknown}; allowed: {list(ATTACK_KINDS)}")
     answered = list(scenario.compliance.metrics)

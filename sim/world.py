@@ -6,6 +6,11 @@ compliance agent (holding the protected attribute), one developer process per sc
 optional auditor and the evaluator, runs the SimPy environment until the horizon, and writes the
 run log, whose last line is the summary.
 
+Isolation: the library's own strategies run in this process, for speed; a plugin (a strategy from
+outside the package, :mod:`biasleak.agents.strategies.plugin`) runs in a sandboxed process of its
+own, which the run stops when it ends. The data shared by the runs of one process are immutable
+arrays, so no strategy can change what the next run reads.
+
 Randomness: one :class:`numpy.random.SeedSequence` per run, and one child stream per role keyed by
 a stable hash of its name (``"developer:mallory"``, ``"compliance"``), so adding an agent never
 changes another agent's draws, and the same scenario with the same seed writes a byte-identical
@@ -15,7 +20,7 @@ log.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -32,6 +37,7 @@ from biasleak.agents.models import build_pipeline, train_base_model
 from biasleak.agents.public import PublicView
 from biasleak.agents.strategies import PROXY_KINDS, DeveloperContext, build_strategies
 from biasleak.agents.strategies.adaptive import proxy_estimate
+from biasleak.agents.strategies.plugin import PluginStrategy
 from biasleak.mechanisms.digests import stable_int
 from biasleak.mechanisms.policy import AuditSet
 from biasleak.sim import datasets
@@ -74,32 +80,53 @@ class RunResult:
     """The JSON-lines log."""
 
 
+def _immutable(array: np.ndarray) -> np.ndarray:
+    """The same values and dtype, backed by an immutable ``bytes`` buffer.
+
+    Setting ``flags.writeable = False`` on an array that owns its memory is a request: anyone
+    may set it back to True. An array over a ``bytes`` object cannot be made writeable at all,
+    so no run can change the data another run in the same process will read. Arrays of Python
+    objects (the features, whose categorical columns hold strings) cannot live in a byte buffer;
+    they are frozen by the flag, which the library's own strategies respect, while strategies
+    from outside the package only ever see their own copy, in their own process
+    (:mod:`biasleak.agents.sandbox`).
+    """
+    if array.dtype.hasobject:
+        array.flags.writeable = False
+        return array
+    return np.frombuffer(array.tobytes(), dtype=array.dtype).reshape(array.shape)
+
+
+def _frozen_view(view: PublicView) -> PublicView:
+    view.features.flags.writeable = False  # object array: see _immutable
+    return replace(view, labels=_immutable(view.labels))
+
+
 @lru_cache(maxsize=8)
 def _prepared(
     data_json: str, data_seed: int, C: float
 ) -> tuple[Any, np.ndarray, float, PublicView | None, float | None, np.ndarray | None]:
     """Load the data, train the base model and measure the proxy-only baseline, once per
     (data config, seed, C) in a process. The last item is the proxy model's probability that each
-    audit-set person is advantaged (for the evaluator's proxy-prior ceiling), or None."""
+    audit-set person is advantaged (for the evaluator's proxy-prior ceiling), or None.
+
+    Everything returned is shared by every run in this process, so its numeric arrays are
+    immutable (:func:`_immutable`): no run can alter another's data."""
     options = json.loads(data_json)
     name = options.pop("dataset")
     options.pop("seed", None)
     if name == "synthetic":
         options["n0"] = options.pop("minority")
-    data = datasets.load(name, seed=data_seed, **options)
+    loaded = datasets.load(name, seed=data_seed, **options)
+    public = loaded.public
+    data = replace(
+        loaded,
+        public=replace(public, train=_frozen_view(public.train), audit=_frozen_view(public.audit)),
+        protected=_immutable(loaded.protected),
+        train_protected=_immutable(loaded.train_protected),
+    )
     model = train_base_model(data.public.train, C=C)
-    h0 = model.predict_proba(data.public.audit)
-    # Shared by every run in this process: freeze the arrays so no run can alter another's data.
-    for array in (
-        h0,
-        data.protected,
-        data.train_protected,
-        data.public.train.features,
-        data.public.train.labels,
-        data.public.audit.features,
-        data.public.audit.labels,
-    ):
-        array.flags.writeable = False
+    h0 = _immutable(model.predict_proba(data.public.audit))
     train = data.public.train
     if not data.train_disjoint:  # the training split holds the audit people: no proxy sample
         return data, h0, model.accuracy(data.public.audit), None, None, None
@@ -112,8 +139,7 @@ def _prepared(
         .predict_proba(data.public.audit.features)[:, 1]
     )
     baseline, _ = leakage(proxy_estimate(p, data.n0), data.protected)
-    p.flags.writeable = False
-    return data, h0, model.accuracy(data.public.audit), proxy, baseline, p
+    return data, h0, model.accuracy(data.public.audit), proxy, baseline, _immutable(p)
 
 
 def developer_context(
@@ -156,6 +182,13 @@ def _build_developers(
         except Exception as err:  # a strategy that cannot start is an event, not a crash
             built.append((spec, spec.id, f"{type(err).__name__}: {err}"))
     return built
+
+
+def _close(built: list[tuple[Any, str, Any]]) -> None:
+    """Release what strategies hold outside the run (a plugin's sandboxed process)."""
+    for _, _, strategy in built:
+        if isinstance(strategy, PluginStrategy):
+            strategy.close()
 
 
 def _header(
@@ -267,7 +300,14 @@ def run_scenario(
     header = _header(resolved, data, built, base_accuracy, proxy_baseline, proxy_p)
     log_path = Path(log_dir) / f"{log_name or f'{resolved.name}-seed{run_seed}'}.jsonl"
     env = simpy.Environment()
-    runlog = RunLog(log_path, header=header, clock=lambda: env.now)
+    runlog = RunLog(
+        log_path,
+        header=header,
+        clock=lambda: env.now,
+        max_events=resolved.limits.max_events,
+        max_bytes=resolved.limits.max_log_bytes,
+    )
+    log_path = runlog.path  # another writer may hold the name: this run's own file
     try:
         _assemble(env, resolved, data, built, runlog)
         env.run(until=resolved.horizon_days * HOURS_PER_DAY)
@@ -277,5 +317,7 @@ def run_scenario(
     except BaseException:
         runlog.abort()
         raise
+    finally:
+        _close(built)
     runlog.close(summary)  # the stored summary has no path in it: the file is location-free
     return RunResult({"log": str(log_path), **summary}, log_path)

@@ -8,6 +8,9 @@ one-person answers bit for bit against a naive noise sampler. Adaptive adversari
 ``noise_probe``, ``averaging``, ``evasive``, ``sequential_cs``, ``metric_switching``, ``sybil``,
 ``budget_aware`` and ``proxy_prior``
 (:mod:`~biasleak.agents.strategies.adaptive`, :mod:`~biasleak.agents.strategies.sybil`).
+``plugin`` (:mod:`~biasleak.agents.strategies.plugin`) is a strategy written outside the package,
+named by file and class or by an installed entry point, which runs in a sandboxed process of its
+own (:data:`ISOLATED_KINDS`); the library's own strategies run in the simulation's process.
 
 Each strategy kind has a configuration model (a pydantic model tagged by ``kind``) and a class;
 :data:`STRATEGIES` maps kind names to both, and scenario files build their discriminated union
@@ -53,6 +56,7 @@ from biasleak.agents.strategies.fp_probe import FpProbe, FpProbeConfig
 from biasleak.agents.strategies.full_rank import FullRank, FullRankConfig
 from biasleak.agents.strategies.honest import HonestSelection, HonestSelectionConfig
 from biasleak.agents.strategies.partition import AbsSpPartition, AbsSpPartitionConfig
+from biasleak.agents.strategies.plugin import PluginConfig, PluginStrategy
 from biasleak.agents.strategies.sybil import SybilConfig, SybilShard, sybil_shards
 from biasleak.agents.strategies.targeted import (
     Differencing,
@@ -63,6 +67,7 @@ from biasleak.agents.strategies.targeted import (
 from biasleak.mechanisms._validation import did_you_mean
 
 __all__ = [
+    "ISOLATED_KINDS",
     "PROXY_KINDS",
     "STRATEGIES",
     "Action",
@@ -71,6 +76,8 @@ __all__ = [
     "Estimate",
     "FpProbe",
     "FpProbeConfig",
+    "PluginConfig",
+    "PluginStrategy",
     "Stop",
     "Strategy",
     "StrategyConfig",
@@ -98,12 +105,17 @@ STRATEGIES: dict[str, tuple[type[StrategyConfig], type[Strategy]]] = {
     "budget_aware": (BudgetAwareConfig, BudgetAware),
     "proxy_prior": (ProxyPriorConfig, ProxyPrior),
     "fp_probe": (FpProbeConfig, FpProbe),
+    "plugin": (PluginConfig, PluginStrategy),
 }
 """Strategy kind -> (configuration model, strategy class)."""
 
 
 PROXY_KINDS = frozenset({"proxy_prior"})
 """Strategy kinds that need an external labelled sample in their context (``proxy``)."""
+
+ISOLATED_KINDS = frozenset({"plugin"})
+"""Strategy kinds whose code comes from outside the package and runs in a sandboxed process.
+The red team leaves them out of ``attacks: all`` (it runs one only when a scenario lists it)."""
 
 
 def build_strategy(config: StrategyConfig, context: DeveloperContext) -> Strategy:

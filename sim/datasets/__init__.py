@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from biasleak.agents.sandbox import is_sandboxed
 from biasleak.sim.datasets._csv import load_csv
 from biasleak.sim.datasets._synthetic import make_synthetic
 from biasleak.sim.datasets._types import AuditData, PublicData, PublicView
@@ -49,6 +50,11 @@ DATASETS = {
 
 def load(name: str, /, **options: Any) -> AuditData:
     """Load a data set by name (one of :data:`DATASETS`) with the loader's keyword options."""
+    if is_sandboxed():  # a plugin strategy's process never loads data (it holds the attribute)
+        raise PermissionError(
+            f"data set {name!r} cannot be loaded in a sandboxed strategy process: strategies get "
+            "the public view from the developer process, never the data files"
+        )
     if name not in DATASETS:
         from biasleak.mechanisms._validation import did_you_mean
 

@@ -26,6 +26,7 @@ from typing import Final, Literal
 
 import numpy as np
 
+from biasleak.agents.sandbox import is_sandboxed
 from biasleak.mechanisms.digests import text_digest
 from biasleak.sim.datasets._types import AuditData, PublicData, PublicView
 
@@ -100,6 +101,10 @@ INTEGRITY: Final = (
     "bundled data file {name} is corrupted or altered: its SHA-256 is {actual}, expected "
     "{expected}. Reinstall biasleak"
 )
+SANDBOXED: Final = (
+    "bundled data file {name} is not readable from a sandboxed plugin process: it holds the "
+    "protected attribute"
+)
 AUDIT_SIZE: Final = "n must be an integer between 3 and {available} (the {what}); received {n!r}"
 
 
@@ -108,7 +113,13 @@ class DataIntegrityError(ValueError):
 
 
 def read_bundled(name: str) -> str:
-    """Return a bundled file's text after checking its SHA-256."""
+    """Return a bundled file's text after checking its SHA-256.
+
+    Refused in a sandboxed plugin process (:func:`biasleak.agents.sandbox.is_sandboxed`): the
+    files hold the protected attribute that a plugin must not see.
+    """
+    if is_sandboxed():
+        raise PermissionError(SANDBOXED.format(name=name))
     raw = gzip.decompress(
         resources.files("biasleak.sim.datasets").joinpath("data", name).read_bytes()
     )
