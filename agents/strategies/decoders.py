@@ -347,6 +347,10 @@ AMP_DAMPING: Final = 0.5
 AMP_TOLERANCE: Final = 1e-7
 
 
+MILLS_RANGE: Final = 1e6
+"""Largest standardised cut the Laplace channel evaluates (a point mass beyond it)."""
+
+
 def _laplace_channel(
     y: NDArray[np.float64],
     p: NDArray[np.float64],
@@ -364,8 +368,10 @@ def _laplace_channel(
     mu = y - p
     m_pos = mu - tau_p / b
     m_neg = mu + tau_p / b
-    a_pos = m_pos / sigma  # standardised distance of the cut (at 0) below the mean
-    a_neg = -m_neg / sigma
+    # standardised distance of the cut (at 0) below the mean; beyond |a| = 1e6 the truncated
+    # normal is a point mass either way, and a^2 must stay far from overflow
+    a_pos = np.clip(m_pos / sigma, -MILLS_RANGE, MILLS_RANGE)
+    a_neg = np.clip(-m_neg / sigma, -MILLS_RANGE, MILLS_RANGE)
     log_w_pos = -mu / b + special.log_ndtr(a_pos)
     log_w_neg = mu / b + special.log_ndtr(a_neg)
     top = np.maximum(log_w_pos, log_w_neg)
