@@ -94,6 +94,7 @@ class Compliance:
                     self.mailbox.reply(envelope.reply, reply)
             elif isinstance(message, Alert):
                 self._react(message)
+            del envelope, message  # a large batch must not live until the next one arrives
 
     def _answer(self, query: Query) -> Answer | Refusal:
         now = self.env.now

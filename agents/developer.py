@@ -142,6 +142,7 @@ class Developer:
             if action.prepare_hours > 0:
                 yield env.timeout(action.prepare_hours)
             reply = yield from self._exchange(action)
+            del action  # the sent models: a large batch must not live until the next one
             if isinstance(reply, Answer):
                 info = AnswerInfo(
                     reply.mechanism,

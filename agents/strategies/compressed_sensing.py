@@ -23,14 +23,25 @@ says how many.
 
 Under noise the attack uses what it knows of it. Every answer comes with its public facts
 (:class:`~biasleak.agents.strategies.base.AnswerInfo`: mechanism, epsilon charged, models served
-from the cache), from which :func:`~biasleak.agents.strategies.answer_noise.noise_of_answer` builds the decoder's
-:class:`~biasleak.agents.strategies.decoders.NoiseModel` - the Laplace and Gaussian scales are
-public, the data-dependent ones are estimated from the answers - and ``decoder: auto`` then
-decodes with ``amp``. The probe is read under the same noise: an answer whose sign or size the
-noise could have produced by chance is not trusted (the prior's sizes, refitted from all answers
-once there are more models than people), so a misread probe never swaps the groups.
+from the cache), from which :func:`~biasleak.agents.strategies.answer_noise.noise_of_answer`
+builds the decoder's :class:`~biasleak.agents.strategies.decoders.NoiseModel` - the Laplace and
+Gaussian scales are public, the data-dependent ones are estimated from the answers - and
+``decoder: auto`` then decodes with ``amp``. The probe is read under the same noise: an answer
+whose sign or size the noise could have produced by chance is not trusted (the prior's sizes,
+refitted from all answers once there are more models than people), so a misread probe never
+swaps the groups.
 
 Refused batches are dropped. The strategy stops after its last batch is resolved.
+
+At the scale of a whole population the m models do not fit in memory (n = 43,131 people and
+m = 20,000 models are 7 GB in float64). With ``regenerate: true`` (``compressed_sensing`` only)
+the strategy keeps none: each batch is drawn from its own seed
+(:class:`~biasleak.agents.strategies.model_source.PerturbedModels`) when it is sent and again,
+block by block in float32, at every pass of the blockwise AMP decoder
+(:mod:`~biasleak.agents.strategies.blockwise`), which then decodes whatever ``decoder`` says
+(``auto`` or ``amp``); the attack keeps only the answers. Its models are not the default path's
+(another stream), and uncertain group sizes are not refitted (the fit needs the whole matrix).
+The default path draws all models up front, as always.
 """
 
 from __future__ import annotations
@@ -41,7 +52,7 @@ from typing import Any, Final, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 from scipy import special
 
 from biasleak.agents.messages import Refusal
@@ -56,6 +67,7 @@ from biasleak.agents.strategies.base import (
     StrategyConfig,
     Submit,
 )
+from biasleak.agents.strategies.blockwise import decode_blockwise
 from biasleak.agents.strategies.decoders import (
     EXACT,
     METHODS,
@@ -63,6 +75,7 @@ from biasleak.agents.strategies.decoders import (
     decode_statistical_parity,
     least_squares_group_size,
 )
+from biasleak.agents.strategies.model_source import PerturbedModels
 
 __all__ = [
     "CompressedSensing",
@@ -74,6 +87,10 @@ __all__ = [
 ]
 
 
+REGENERATE_DECODER: Final = (
+    "regenerate: true decodes with blockwise AMP: decoder must be 'auto' or 'amp' and box false; "
+    "received decoder={decoder!r}, box={box}"
+)
 PROBE_FALSE_SIGN: Final = 1e-3
 """Largest chance, under the noise, that a trusted probe answer has the wrong sign."""
 PROBE_SIZE_ERROR: Final = 0.25
@@ -110,6 +127,28 @@ class CompressedSensingConfig(SensingConfig):
     """Compressed sensing through statistical parity answers (Algorithm 2)."""
 
     kind: Literal["compressed_sensing"] = "compressed_sensing"
+    regenerate: bool = Field(
+        False,
+        strict=False,
+        description="keep no models: redraw each batch from its own seed when it is sent and "
+        "when it is decoded, and decode with blockwise AMP in float32 (for populations whose "
+        "model matrix would not fit in memory)",
+    )
+
+    @model_validator(mode="after")
+    def _regenerated_decoder(self) -> CompressedSensingConfig:
+        if self.regenerate and (self.decoder not in ("auto", "amp") or self.box):
+            raise ValueError(REGENERATE_DECODER.format(decoder=self.decoder, box=self.box))
+        return self
+
+    @model_serializer(mode="wrap")
+    def _omit_default_regenerate(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Scenario hashes and log headers dump every field; leaving out the default keeps them
+        # the same as before the option existed.
+        data: dict[str, Any] = handler(self)
+        if not self.regenerate:
+            data.pop("regenerate", None)
+        return data
 
 
 class EoRevealConfig(SensingConfig):
@@ -167,13 +206,31 @@ class CompressedSensing(Strategy):
         if any(c.size < 2 for c in self.classes):
             raise ValueError("every label class this metric needs must hold at least 2 people")
         h0 = context.base_predictions
-        noise = context.rng.uniform(-config.perturbation, config.perturbation, (config.queries, n))
-        self.models: NDArray[np.float64] = np.clip(h0[None, :] + noise, 0.0, 1.0)
-        """All m perturbed models, drawn up front from the developer's stream."""
-        self.batches = [
-            (start, min(start + config.batch, config.queries))
-            for start in range(0, config.queries, config.batch)
-        ]
+        self.source: PerturbedModels | None = None
+        """With ``regenerate``: the models, redrawn batch by batch from their seed (else None)."""
+        self._accuracy: dict[int, NDArray[np.float64]] = {}
+        """With ``regenerate``: batch index -> each sent model's accuracy, measured when built."""
+        if getattr(config, "regenerate", False):
+            if self.metric != "sp":
+                raise ValueError("regenerate is for statistical parity answers only")
+            self.source = PerturbedModels.from_rng(
+                context.rng,
+                h0,
+                perturbation=config.perturbation,
+                count=config.queries,
+                batch=config.batch,
+            )
+            self.batches = list(self.source.batches)
+        else:
+            noise = context.rng.uniform(
+                -config.perturbation, config.perturbation, (config.queries, n)
+            )
+            self.models: NDArray[np.float64] = np.clip(h0[None, :] + noise, 0.0, 1.0)
+            """All m perturbed models, drawn up front from the developer's stream."""
+            self.batches = [
+                (start, min(start + config.batch, config.queries))
+                for start in range(0, config.queries, config.batch)
+            ]
         self.answers: dict[int, NDArray[np.float64]] = {}
         """Batch index -> answered values, shape (models, classes)."""
         self.group_sizes: list[tuple[int, int]] | None = None
@@ -242,6 +299,10 @@ class CompressedSensing(Strategy):
 
     def _batch_models(self, i: int) -> NDArray[np.float64]:
         """The models of batch i."""
+        if self.source is not None:  # drawn afresh: the strategy keeps nothing once it is sent
+            models = self.source.models(i)
+            self._accuracy[i] = self._model_accuracy(models)
+            return models
         start, stop = self.batches[i]
         return self.models[start:stop].copy()  # a Submit must not change if models are redrawn
 
@@ -349,8 +410,11 @@ class CompressedSensing(Strategy):
         self.group_sizes_source = "probe"
 
     def _refresh_sizes(self, index: NDArray[np.intp], answers: NDArray[np.float64]) -> None:
-        """Re-estimate uncertain group sizes by :func:`least_squares_group_size` (m > n only)."""
-        if not self.sizes_uncertain or self.group_sizes is None:
+        """Re-estimate uncertain group sizes by :func:`least_squares_group_size` (m > n only).
+
+        Not with ``regenerate``: the fit needs the whole matrix, and that path is for m < n.
+        """
+        if not self.sizes_uncertain or self.group_sizes is None or self.source is not None:
             return
         sizes = list(self.group_sizes)
         for col, cls in enumerate(self.classes):
@@ -371,6 +435,9 @@ class CompressedSensing(Strategy):
     def _decode(self) -> None:
         assert self.group_sizes is not None
         if not self.answers:
+            return
+        if self.source is not None:
+            self._decode_regenerated()
             return
         index, answers, sigma = self._measurements()
         self._refresh_sizes(index, answers)
@@ -411,6 +478,29 @@ class CompressedSensing(Strategy):
         )
         self._after_decode(methods)
 
+    def _decode_regenerated(self) -> None:
+        """Decode by blockwise AMP over the regenerated models (:mod:`.blockwise`)."""
+        assert self.source is not None and self.group_sizes is not None
+        done = sorted(self.answers)
+        n1, n0 = self.group_sizes[0]
+        result = decode_blockwise(
+            self.source,
+            {i: self.answers[i][:, 0] for i in done},
+            n1=n1,
+            n0=n0,
+            noise=self._measured_noise(0, done, None),
+        )
+        used = int(sum(self.answers[i].shape[0] for i in done))
+        self._set_estimate(
+            Estimate(result.attribute, result.confidence, used, result.method, result.probability)
+        )
+        self._after_decode([result.method])
+
+    def _model_accuracy(self, models: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Per model, the share of audit-set labels its thresholded outputs match."""
+        labels = self.context.public.audit.labels
+        return ((models >= 0.5) == (labels[None, :] == 1)).mean(axis=1)
+
     def _measured_noise(self, col: int, done: list[int], sigma: float | None) -> NoiseModel:
         """The noise model handed to the decoder (subclasses that combine answers override)."""
         if sigma is not None:
@@ -420,7 +510,17 @@ class CompressedSensing(Strategy):
     def report(self) -> dict[str, Any]:
         h0 = self.context.base_predictions
         labels = self.context.public.audit.labels
-        acc = ((self.models >= 0.5) == (labels[None, :] == 1)).mean(axis=1)
+        if self.source is None:
+            acc = self._model_accuracy(self.models)
+        else:  # the batches never built are drawn once more, one at a time
+            acc = np.concatenate(
+                [
+                    self._accuracy[i]
+                    if i in self._accuracy
+                    else self._model_accuracy(self.source.models(i))
+                    for i in range(len(self.batches))
+                ]
+            )
         return {
             "metric": self.metric,
             "reachable": int(sum(c.size for c in self.classes)),
