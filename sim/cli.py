@@ -47,9 +47,11 @@ that each subcommand composes. What a command does lives in :mod:`biasleak.sim.c
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
+from pathlib import Path
 
 from biasleak.sim import commands
 from biasleak.sim.demo import epsilons, run_demo
@@ -120,7 +122,15 @@ def _output_options(*, log_dir: bool = False, out: bool = False) -> argparse.Arg
     return parent
 
 
-PAPER_NAMES = "table1, table2, table3, table4, figure2 or figure3"
+def _paper_names() -> str:
+    """The paper items ``report --paper`` and ``paper`` know, from the published data (read
+    directly: importing the report package would slow every command's start)."""
+    published = Path(__file__).parent / "report" / "published.json"
+    *first, last = list(json.loads(published.read_text(encoding="utf-8"))["items"])
+    return f"{', '.join(first)} or {last}"
+
+
+PAPER_NAMES = _paper_names()
 SEEDS_PER_POINT = "seeds per grid point"
 PARALLEL_RUNS = "parallel runs (default 1)"
 
