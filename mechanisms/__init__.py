@@ -21,7 +21,14 @@ Modules:
   output bounding;
 - :mod:`~biasleak.mechanisms.samplers`: floating-point-safe noise (grid releases, exact discrete
   Laplace and Gaussian samplers, exactly rounded continuous noise), the default of every release;
-- :mod:`~biasleak.mechanisms.accounting`: budgets with basic, advanced and KOV composition;
+  its parts: :mod:`~biasleak.mechanisms.grid` (the release grid),
+  :mod:`~biasleak.mechanisms.discrete_noise` (exact discrete samplers),
+  :mod:`~biasleak.mechanisms.rounded_noise` (continuous noise rounded exactly),
+  :mod:`~biasleak.mechanisms.gaussian_sigma` (analytic and discrete Gaussian sigmas); the
+  floating-point path kept for the attack is :mod:`~biasleak.mechanisms.naive_noise`, and each
+  mechanism's calibration is in :mod:`~biasleak.mechanisms.calibrate`;
+- :mod:`~biasleak.mechanisms.accounting`: budgets (ledgers) with basic, advanced and KOV
+  composition, the theorems in :mod:`~biasleak.mechanisms.composition`;
 - :mod:`~biasleak.mechanisms.ceiling`: the leakage ceiling a composed privacy loss proves;
 - :mod:`~biasleak.mechanisms.policy`: answering policies, one module per stage, and ``decide``;
 - :mod:`~biasleak.mechanisms.audit`: private group counts and rates for audit reports

@@ -5,17 +5,16 @@ Every differentially private answer spends part of a privacy budget ``(epsilon, 
 :class:`BudgetExceeded` - leaving itself unchanged - for a charge that would go over the budget.
 Overspending is never silent and a refused charge costs nothing.
 
-Composition (how charges add up), chosen with ``composition=``:
+Composition (how charges add up), chosen with ``composition=``; the theorems and their formulas
+are in :mod:`~biasleak.mechanisms.composition`:
 
 ``"basic"``
-    ``(sum eps_i, sum delta_i)``. Exact: each eps is read as the shortest decimal that round-trips
-    the float (``0.1`` is 1/10) and summed in rational arithmetic, so 100 charges of 0.1 are
-    exactly 10 - never below, and a budget of 10 holds exactly 100 of them.
+    ``(sum eps_i, sum delta_i)``, summed exactly: each eps is read as the shortest decimal that
+    round-trips the float (``0.1`` is 1/10), so 100 charges of 0.1 are exactly 10 - never below,
+    and a budget of 10 holds exactly 100 of them.
 ``"advanced"``
-    Dwork, Rothblum and Vadhan (2010), for heterogeneous charges:
-    ``eps = sqrt(2 ln(1/delta') sum eps_i^2) + sum eps_i (e^{eps_i} - 1)`` with
-    ``delta = sum delta_i + delta'``; the ledger uses whichever of this and basic composition is
-    smaller (both are valid guarantees).
+    Dwork, Rothblum and Vadhan (2010), for heterogeneous charges; the ledger uses whichever of
+    this and basic composition is smaller (both are valid guarantees).
 ``"kov"``
     Kairouz, Oh and Viswanath (2015): the closed-form heterogeneous bound of their Theorem 3.5,
     and, while every charge is the same (eps, delta), the exact optimal composition of their
@@ -38,22 +37,26 @@ identities of an organisation share its ledger, so Sybil identities gain nothing
 
 from __future__ import annotations
 
-import functools
 import math
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Final, Literal
-
-import numpy as np
-from scipy import special
 
 from biasleak.mechanisms._validation import (
     check_choice,
     check_delta,
     check_epsilon,
-    check_int,
+)
+from biasleak.mechanisms.composition import (
+    basic_composition,
+    drv_composition,
+    exact_decimal,
+    float_above,
+    kov_composition,
+    kov_optimal_homogeneous,
+    pad_up,
+    round_down,
+    round_up,
 )
 
 __all__ = [
@@ -90,159 +93,6 @@ SLACK_RANGE: Final = "slack must lie in (0, delta] = (0, {delta!r}]; received {s
 
 class BudgetExceeded(ValueError):
     """A charge would exceed the ledger's privacy budget; the ledger is unchanged."""
-
-
-@functools.lru_cache(maxsize=4096)
-def _exact_cached(x: float) -> Fraction:
-    return Fraction(repr(x))
-
-
-def _exact(x: float) -> Fraction:
-    """The shortest decimal that round-trips ``x``, as an exact fraction (0.1 -> 1/10)."""
-    return _exact_cached(float(x))
-
-
-_FLOAT_MAX: Final = Fraction(sys.float_info.max)
-
-
-def _up(x: Fraction) -> float:
-    """The float that stands for ``x`` (its repr is read back as a decimal), never below it.
-
-    ``3/10`` becomes ``0.3``, whose repr is the decimal 0.3; a sum with no short decimal form is
-    rounded up to the next float. Sums beyond the float range become ``inf``.
-    """
-    if x > _FLOAT_MAX:
-        return math.inf
-    f = float(x)
-    if _exact(f) < x:
-        f = math.nextafter(f, math.inf)
-    return f
-
-
-def _down(x: Fraction) -> float:
-    """Like :func:`_up`, never above ``x``."""
-    if x > _FLOAT_MAX:
-        return math.inf
-    f = float(x)
-    if _exact(f) > x:
-        f = math.nextafter(f, -math.inf)
-    return f
-
-
-def _above(x: float) -> float:
-    """A float strictly above the decimal that ``x`` stands for (``x`` finite and >= 0).
-
-    The shortest round-tripping decimal of a float lies within half a unit in the last place of
-    it, so the next float up is above it.
-    """
-    return math.nextafter(x, math.inf)
-
-
-def _pad(x: float) -> float:
-    """Round a float computed with transcendental functions up by a few units in the last place."""
-    if x == 0.0 or not math.isfinite(x):
-        return x
-    return x + abs(x) * 1e-12
-
-
-def basic_composition(
-    epsilons: Sequence[float], deltas: Sequence[float] = ()
-) -> tuple[float, float]:
-    """Basic composition: ``(sum eps_i, sum delta_i)``, summed exactly and rounded up."""
-    eps = sum((_exact(e) for e in epsilons), Fraction(0))
-    dlt = sum((_exact(d) for d in deltas), Fraction(0))
-    return _up(eps), _up(dlt)
-
-
-def drv_composition(
-    epsilons: Sequence[float], deltas: Sequence[float] = (), *, slack: float
-) -> tuple[float, float]:
-    r"""Advanced composition (Dwork, Rothblum and Vadhan 2010; Dwork and Roth, Thm 3.20).
-
-    For adaptive composition of (eps_i, delta_i)-DP mechanisms and any ``delta' > 0``:
-
-    .. math:: \varepsilon = \sqrt{2 \ln(1/\delta') \textstyle\sum_i \varepsilon_i^2}
-              + \textstyle\sum_i \varepsilon_i (e^{\varepsilon_i} - 1),
-              \qquad \delta = \textstyle\sum_i \delta_i + \delta' .
-    """
-    s = check_delta(slack, name="slack")
-    e = np.asarray(epsilons, dtype=np.float64)
-    sq = math.fsum((e * e).tolist())
-    with np.errstate(over="ignore"):
-        lin = math.fsum((e * np.expm1(e)).tolist())
-    eps = math.sqrt(2.0 * math.log(1.0 / s) * sq) + lin
-    return _pad(eps), _up(sum((_exact(d) for d in deltas), _exact(s)))
-
-
-def kov_composition(
-    epsilons: Sequence[float], deltas: Sequence[float] = (), *, slack: float
-) -> tuple[float, float]:
-    r"""Kairouz, Oh and Viswanath (2015), Theorem 3.5 (heterogeneous, closed form).
-
-    .. math:: \varepsilon = \min\Big\{\sum \varepsilon_i,\;
-        F + \sqrt{2 \sum\varepsilon_i^2 \ln\big(e + \sqrt{\sum\varepsilon_i^2}/\tilde\delta\big)},\;
-        F + \sqrt{2 \sum\varepsilon_i^2 \ln(1/\tilde\delta)}\Big\}, \quad
-        F = \sum \frac{(e^{\varepsilon_i} - 1)\varepsilon_i}{e^{\varepsilon_i} + 1}
-
-    with ``delta = 1 - (1 - delta~) prod (1 - delta_i)``.
-    """
-    s = check_delta(slack, name="slack")
-    e = np.asarray(epsilons, dtype=np.float64)
-    sq = math.fsum((e * e).tolist())
-    first = math.fsum((e * np.tanh(e / 2.0)).tolist())  # (e^x - 1)/(e^x + 1) = tanh(x/2)
-    bounds = [
-        math.fsum(e.tolist()),
-        first + math.sqrt(2.0 * sq * math.log(math.e + math.sqrt(sq) / s)),
-        first + math.sqrt(2.0 * sq * math.log(1.0 / s)),
-    ]
-    d = np.asarray(deltas, dtype=np.float64)
-    if not np.any(d):
-        return _pad(min(bounds)), s  # 1 - (1 - s) * 1 is s exactly
-    total_delta = -math.expm1(math.log1p(-s) + float(np.sum(np.log1p(-d))))
-    return _pad(min(bounds)), _pad(total_delta)
-
-
-def kov_optimal_homogeneous(
-    epsilon: float, delta: float, k: int, *, delta_budget: float
-) -> tuple[float, float]:
-    r"""Exact optimal k-fold composition of one (eps, delta) mechanism (KOV 2015, Theorem 3.3).
-
-    For ``i = 0, ..., floor(k/2)`` the composition is
-    ``((k - 2i) eps, 1 - (1 - delta)^k (1 - delta_i))``-DP with
-
-    .. math:: \delta_i = \frac{\sum_{l=0}^{i-1} \binom{k}{l}
-              \big(e^{(k-l)\varepsilon} - e^{(k-2i+l)\varepsilon}\big)}{(1 + e^\varepsilon)^k}.
-
-    Returns the smallest such eps whose total delta is at most ``delta_budget`` (computed in log
-    space), or ``(k eps, 1 - (1 - delta)^k)`` (i = 0) when no other i fits.
-    """
-    eps = check_epsilon(epsilon, allow_inf=False)
-    d = check_delta(delta, allow_zero=True)
-    k_ = check_int(k, name="k", minimum=1)
-    budget = check_delta(delta_budget, name="delta_budget", allow_zero=True)
-    log_norm = k_ * float(np.logaddexp(0.0, eps))
-    log_keep = k_ * math.log1p(-d)
-
-    def total_delta(i: int) -> float:
-        if i == 0:
-            return -math.expm1(log_keep)
-        l_ = np.arange(i, dtype=np.float64)
-        log_binom = special.gammaln(k_ + 1) - special.gammaln(l_ + 1) - special.gammaln(k_ - l_ + 1)
-        # e^{(k-l)eps} - e^{(k-2i+l)eps} = e^{(k-l)eps} (1 - e^{-2(i-l)eps})
-        log_terms = log_binom + (k_ - l_) * eps + np.log(-np.expm1(-2.0 * (i - l_) * eps))
-        delta_i = math.exp(float(special.logsumexp(log_terms)) - log_norm)
-        return -math.expm1(log_keep + math.log1p(-min(delta_i, 1.0)))
-
-    lo, hi = 0, k_ // 2  # total_delta increases with i: find the largest i within budget
-    if total_delta(0) > budget:
-        return _pad(k_ * eps), _pad(total_delta(0))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if total_delta(mid) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    return _pad((k_ - 2 * lo) * eps), _pad(total_delta(lo))
 
 
 @dataclass(frozen=True)
@@ -346,13 +196,13 @@ class Ledger:
             return
         eps_sum, delta_sum = self._eps_sum, self._delta_sum
         for (eps, dlt), count in self._pending.items():
-            eps_sum += _exact(eps) * count
-            delta_sum += _exact(dlt) * count
+            eps_sum += exact_decimal(eps) * count
+            delta_sum += exact_decimal(dlt) * count
         self._pending.clear()
         self._eps_sum, self._delta_sum = eps_sum, delta_sum
         # basic composition: spent is the rounded-up exact sum (the fast path never runs after
         # an exact answer, which needs an unlimited budget)
-        self._spent = (_up(eps_sum), _up(delta_sum))
+        self._spent = (round_up(eps_sum), round_up(delta_sum))
 
     def _surely_fits(self, epsilon: object, delta: object) -> tuple[float, float] | None:
         """The new float bounds if the charge surely fits the budget, else None (then only the
@@ -363,12 +213,12 @@ class Ledger:
         if not (0.0 < epsilon < math.inf and 0.0 <= delta < 1.0):
             return None
         # round-to-nearest errs by at most half a unit in the last place: one step up covers it
-        eps_hi = math.nextafter(self._eps_hi + _above(epsilon), math.inf)
+        eps_hi = math.nextafter(self._eps_hi + float_above(epsilon), math.inf)
         if eps_hi > self._eps_room:
             return None
         delta_hi = self._delta_hi
         if delta != 0.0:
-            delta_hi = math.nextafter(delta_hi + _above(delta), math.inf)
+            delta_hi = math.nextafter(delta_hi + float_above(delta), math.inf)
             if delta_hi > self._delta_room:
                 return None
         return eps_hi, delta_hi
@@ -397,7 +247,7 @@ class Ledger:
             return math.inf
         self._settle()
         if self.composition == "basic":
-            return max(_down(_exact(self.epsilon) - self._eps_sum), 0.0)
+            return max(round_down(exact_decimal(self.epsilon) - self._eps_sum), 0.0)
         return max(self.epsilon - self.spent, 0.0)
 
     @property
@@ -423,25 +273,37 @@ class Ledger:
         homogeneous: Charge | None,
     ) -> list[tuple[float, float, bool]]:
         """Every valid (eps, delta) bound for the charges, with whether it fits the budget."""
-        fits_eps = math.isinf(self.epsilon) or eps_sum <= _exact(self.epsilon)
-        out = [(_up(eps_sum), _up(delta_sum), fits_eps and delta_sum <= _exact(self.delta))]
+        fits_eps = math.isinf(self.epsilon) or eps_sum <= exact_decimal(self.epsilon)
+        out = [
+            (
+                round_up(eps_sum),
+                round_up(delta_sum),
+                fits_eps and delta_sum <= exact_decimal(self.delta),
+            )
+        ]
         if self.composition == "basic" or k == 0:
             return out
         sq, drv_lin, kov_lin, log_keep = sums
         s = self.slack
         log_inv = math.log(1.0 / s)
-        drv = _pad(math.sqrt(2.0 * log_inv * sq) + drv_lin)
-        drv_delta = delta_sum + _exact(s)
-        out.append((drv, _up(drv_delta), drv <= self.epsilon and drv_delta <= _exact(self.delta)))
+        drv = pad_up(math.sqrt(2.0 * log_inv * sq) + drv_lin)
+        drv_delta = delta_sum + exact_decimal(s)
+        out.append(
+            (
+                drv,
+                round_up(drv_delta),
+                drv <= self.epsilon and drv_delta <= exact_decimal(self.delta),
+            )
+        )
         if self.composition == "kov":
-            kov = _pad(
+            kov = pad_up(
                 min(
                     float(eps_sum),
                     kov_lin + math.sqrt(2.0 * sq * math.log(math.e + math.sqrt(sq) / s)),
                     kov_lin + math.sqrt(2.0 * sq * log_inv),
                 )
             )
-            kov_delta = s if delta_sum == 0 else _pad(-math.expm1(math.log1p(-s) + log_keep))
+            kov_delta = s if delta_sum == 0 else pad_up(-math.expm1(math.log1p(-s) + log_keep))
             out.append((kov, kov_delta, kov <= self.epsilon and kov_delta <= self.delta))
             if homogeneous is not None:
                 e, d = kov_optimal_homogeneous(
@@ -467,21 +329,22 @@ class Ledger:
         eps = check_epsilon(epsilon, name="epsilon")
         dlt = check_delta(delta, name="delta", allow_zero=True)
         charge = Charge(eps, dlt)
-        delta_sum = self._delta_sum + _exact(dlt)
+        delta_sum = self._delta_sum + exact_decimal(dlt)
         if math.isinf(eps):
             if math.isfinite(self.epsilon):
                 raise BudgetExceeded(EXACT_ANSWER.format(budget_eps=self.epsilon))
-            if delta_sum > _exact(self.delta):
+            if delta_sum > exact_decimal(self.delta):
                 raise BudgetExceeded(
-                    f"delta {dlt!r} would take the delta spent to {_up(delta_sum):.3g}, over the "
-                    f"budget {self.delta!r}; nothing was charged"
+                    f"delta {dlt!r} would take the delta spent to "
+                    f"{round_up(delta_sum):.3g}, over the budget {self.delta!r}; "
+                    "nothing was charged"
                 )
             return charge, {
                 "inf": True,
                 "delta_sum": delta_sum,
-                "spent": (math.inf, max(_up(delta_sum), self._spent[1])),
+                "spent": (math.inf, max(round_up(delta_sum), self._spent[1])),
             }
-        eps_sum = self._eps_sum + _exact(eps)
+        eps_sum = self._eps_sum + exact_decimal(eps)
         sq, drv_lin, kov_lin, log_keep = self._sums
         sums = (
             self._sums
@@ -555,8 +418,8 @@ class Ledger:
             self._sums = plan["sums"]
             self._homog = plan["homogeneous"]
         if self._fast:  # the exact sums moved: restart the float bounds from them
-            self._eps_hi = _above(_up(self._eps_sum))
-            self._delta_hi = _above(_up(self._delta_sum)) if self._delta_sum else 0.0
+            self._eps_hi = float_above(round_up(self._eps_sum))
+            self._delta_hi = float_above(round_up(self._delta_sum)) if self._delta_sum else 0.0
         return charge
 
 

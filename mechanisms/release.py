@@ -72,12 +72,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Final, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import optimize, special, stats
 
 from biasleak.mechanisms._validation import (
     check_choice,
@@ -86,34 +84,32 @@ from biasleak.mechanisms._validation import (
     check_int,
     check_positive,
 )
+from biasleak.mechanisms.calibrate import (
+    Calibrated,
+    Job,
+    calibrate_attribute_conceal,
+    calibrate_gaussian,
+    calibrate_laplace,
+    calibrate_smooth_laplace,
+)
+from biasleak.mechanisms.gaussian_sigma import analytic_gaussian_sigma
+from biasleak.mechanisms.grid import GRID_TOO_FINE
 from biasleak.mechanisms.metrics import METRIC_RANGES
-from biasleak.mechanisms.samplers import (
-    SIGMA2_DENOMINATOR,
-    choose_grid,
-    discrete_gaussian,
-    discrete_gaussian_sigma,
-    discrete_laplace,
-    rounded_continuous,
-    safe_smooth_sensitivity,
-    truncated_discrete_laplace,
-)
-from biasleak.mechanisms.sensitivity import (
-    SENSITIVITY_METRICS,
-    attribute_conceal_beta,
-    global_sensitivity,
-    smooth_laplace_beta,
-    smooth_sensitivity,
-)
+from biasleak.mechanisms.naive_noise import add_noise
+from biasleak.mechanisms.samplers import safe_gaussian, safe_laplace
+from biasleak.mechanisms.sensitivity import SENSITIVITY_METRICS
 
 __all__ = [
     "BOUNDINGS",
     "DATA_DEPENDENT",
+    "GRID_TOO_FINE",
     "MECHANISMS",
     "MECHANISM_INFO",
     "NEEDS_DELTA",
     "NOISY",
     "PURE",
     "SAMPLERS",
+    "Calibrated",
     "MechanismInfo",
     "Release",
     "analytic_gaussian_sigma",
@@ -137,39 +133,6 @@ SAMPLERS: Final[tuple[str, ...]] = ("safe", "naive")
 
 
 @dataclass(frozen=True)
-class _Job:
-    """Everything one calibration needs, checked by :func:`release`."""
-
-    values: NDArray[np.float64]
-    metric: str
-    n1: int
-    n0: int
-    m: int
-    epsilon: float
-    """The epsilon the noise is calibrated to (half the release's for ``truncate``)."""
-    delta: float
-    rng: np.random.Generator
-    bounding: str
-    low: float
-    high: float
-    safe: bool
-
-    @property
-    def n(self) -> int:
-        return self.n1 + self.n0
-
-    @property
-    def float_error(self) -> float:
-        """Largest change the float error of the computed metric can add between neighbours
-        (l1, over the m answers)."""
-        return 4.0 * self.m * self.n * 2.0**-53
-
-
-Calibrated = tuple[NDArray[np.float64], float, float, float]
-"""(noisy values, noise scale, sensitivity, grid step) of one calibration."""
-
-
-@dataclass(frozen=True)
 class MechanismInfo:
     """What the rest of biasleak needs to know about one release mechanism."""
 
@@ -179,7 +142,7 @@ class MechanismInfo:
     """Whether the noise scale depends on the protected attribute (never publish it)."""
     truncate: Literal["both", "naive", "never"]
     """Which samplers can release with ``bounding='truncate'``."""
-    calibrate: Callable[[_Job], Calibrated] | None
+    calibrate: Callable[[Job], Calibrated] | None
     """Draws the noisy values; ``None`` for ``exact``."""
 
     @property
@@ -193,97 +156,12 @@ class MechanismInfo:
         return self.noisy and not self.needs_delta
 
 
-def _calibrate_laplace(job: _Job) -> Calibrated:
-    sens = global_sensitivity(job.metric, n=job.n, m=job.m)
-    if not job.safe:
-        scale = sens / job.epsilon
-        out = _add_noise(job.values, scale, "laplace", job.rng, job.bounding, job.low, job.high)
-        return out, scale, sens, 0.0
-    out, scale, grid = _safe_laplace(
-        job.values,
-        sensitivity=sens,
-        float_error=job.float_error,
-        epsilon=job.epsilon,
-        rng=job.rng,
-        bounding=job.bounding,
-        low=job.low,
-        high=job.high,
-    )
-    return out, scale, sens, grid
-
-
-def _calibrate_gaussian(job: _Job) -> Calibrated:
-    sens = global_sensitivity(job.metric, n=job.n, m=job.m, norm="l2")
-    if not job.safe:
-        scale = analytic_gaussian_sigma(l2_sensitivity=sens, epsilon=job.epsilon, delta=job.delta)
-        out = _add_noise(job.values, scale, "normal", job.rng, job.bounding, job.low, job.high)
-        return out, scale, sens, 0.0
-    out, scale, grid = _safe_gaussian(
-        job.values,
-        l2_sensitivity=sens,
-        float_error=job.float_error / math.sqrt(job.m),
-        epsilon=job.epsilon,
-        delta=job.delta,
-        rng=job.rng,
-        bounding=job.bounding,
-        low=job.low,
-        high=job.high,
-    )
-    return out, scale, sens, grid
-
-
-def _calibrate_smooth(job: _Job, *, beta: float, factor: float, family: str) -> Calibrated:
-    """Smooth sensitivity at ``beta`` times ``factor`` / eps, noise of ``family``."""
-
-    def smooth_at(b: float) -> float:
-        return smooth_sensitivity(job.metric, n1=job.n1, n0=job.n0, m=job.m, beta=b)
-
-    if not job.safe:
-        sens = smooth_at(beta)
-        scale = factor * sens / job.epsilon
-        out = _add_noise(
-            job.values,
-            scale,
-            family,  # type: ignore[arg-type]
-            job.rng,
-            job.bounding,
-            job.low,
-            job.high,
-        )
-        return out, scale, sens, 0.0
-    sens = safe_smooth_sensitivity(smooth_at, beta=beta, n=job.n, m=job.m)
-    scale = factor * sens / job.epsilon
-    # S_beta >= LS >= m / (n + 1) for every metric and group split: a public bound.
-    public_scale = factor * (job.m / (job.n + 1.0)) / job.epsilon
-    out, grid = _safe_continuous(
-        job.values,
-        scale=scale,
-        public_scale=public_scale,
-        family=family,  # type: ignore[arg-type]
-        rng=job.rng,
-        bounding=job.bounding,
-        low=job.low,
-        high=job.high,
-    )
-    return out, scale, sens, grid
-
-
-def _calibrate_attribute_conceal(job: _Job) -> Calibrated:
-    beta = attribute_conceal_beta(job.epsilon, job.m)
-    return _calibrate_smooth(job, beta=beta, factor=6.0, family="cauchy")
-
-
-def _calibrate_smooth_laplace(job: _Job) -> Calibrated:
-    beta = smooth_laplace_beta(job.epsilon, job.delta, job.m)
-    return _calibrate_smooth(job, beta=beta, factor=2.0, family="laplace")
-
-
 MECHANISM_INFO: Final[dict[str, MechanismInfo]] = {
     "exact": MechanismInfo(False, False, "both", None),
-    "laplace": MechanismInfo(False, False, "both", _calibrate_laplace),
-    "attribute_conceal": MechanismInfo(False, True, "naive", _calibrate_attribute_conceal),
-    "smooth_laplace": MechanismInfo(True, True, "never", _calibrate_smooth_laplace),
-    "gaussian": MechanismInfo(True, False, "never", _calibrate_gaussian),
+    "laplace": MechanismInfo(False, False, "both", calibrate_laplace),
+    "attribute_conceal": MechanismInfo(False, True, "naive", calibrate_attribute_conceal),
+    "smooth_laplace": MechanismInfo(True, True, "never", calibrate_smooth_laplace),
+    "gaussian": MechanismInfo(True, False, "never", calibrate_gaussian),
 }
 """The release registry: mechanism name -> its facts and calibration. Every list of mechanisms
 in biasleak (scenario schema, policies, the ceiling) is derived from it."""
@@ -317,10 +195,6 @@ TRUNCATE_SAFE_CAUCHY: Final = (
     "bounding='truncate' with sampler='safe' is exact only for 'laplace' (discrete Laplace "
     "conditioned on the range); for {mechanism!r} no exact conditioned sampler is implemented. "
     "Use bounding='clamp' (free post-processing), or sampler='naive' to study the float path"
-)
-GRID_TOO_FINE: Final = (
-    "the exact values are too large for the release grid ({gamma!r}): |value / grid| must stay "
-    "below 2^52; received values up to {largest!r}"
 )
 BOUNDS_INVALID: Final = (
     "bounds must be (low, high) with low < high, both finite; received {value!r}"
@@ -382,175 +256,6 @@ def _bounds(bounds: tuple[float, float] | None, metric: str) -> tuple[float, flo
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise ValueError(BOUNDS_INVALID.format(value=bounds))
     return low, high
-
-
-def _add_noise(
-    v: NDArray[np.float64],
-    scale: float,
-    family: Literal["laplace", "cauchy", "normal"],
-    rng: np.random.Generator,
-    bounding: str,
-    low: float,
-    high: float,
-) -> NDArray[np.float64]:
-    if scale == 0.0:
-        out = v.copy()
-    elif bounding == "truncate":
-        dist = {"laplace": stats.laplace, "cauchy": stats.cauchy}[family]
-        u = rng.uniform(size=v.shape)
-        # Inverse-CDF sampling of the law conditioned on [low, high]. Work in the tail the range
-        # lies in, so that tiny probabilities keep their digits: the survival function when the
-        # value is below the range, the CDF otherwise.
-        below = v < low
-        lo_p = np.where(below, dist.sf(high, loc=v, scale=scale), dist.cdf(low, loc=v, scale=scale))
-        hi_p = np.where(below, dist.sf(low, loc=v, scale=scale), dist.cdf(high, loc=v, scale=scale))
-        q = lo_p + u * (hi_p - lo_p)
-        out = np.where(below, dist.isf(q, loc=v, scale=scale), dist.ppf(q, loc=v, scale=scale))
-        # A value inside the range whose noise is so wide that the range holds under ~1e-9 of
-        # the mass: the conditioned law is uniform on the range to machine precision, and the
-        # inverse CDF has no digits left. Draw it directly.
-        flat = ((hi_p - lo_p) < 1e-9) & (v >= low) & (v <= high)
-        out = np.where(flat, low + u * (high - low), out)
-        out = np.clip(out, low, high)  # guard against round-off just past an end
-    else:
-        if family == "laplace":
-            noise = rng.laplace(0.0, scale, size=v.shape)
-        elif family == "cauchy":
-            noise = scale * rng.standard_cauchy(size=v.shape)
-        else:
-            noise = rng.normal(0.0, scale, size=v.shape)
-        out = v + noise
-        if bounding == "clamp":
-            out = np.clip(out, low, high)
-    return np.asarray(out, dtype=np.float64)
-
-
-def _grid_ints(v: NDArray[np.float64], gamma: float) -> NDArray[np.int64]:
-    k = np.round(v / gamma)
-    largest = float(np.max(np.abs(k))) if k.size else 0.0
-    if largest >= 2.0**52:
-        raise ValueError(GRID_TOO_FINE.format(gamma=gamma, largest=float(np.max(np.abs(v)))))
-    return k.astype(np.int64)
-
-
-def _safe_laplace(
-    v: NDArray[np.float64],
-    *,
-    sensitivity: float,
-    float_error: float,
-    epsilon: float,
-    rng: np.random.Generator,
-    bounding: str,
-    low: float,
-    high: float,
-) -> tuple[NDArray[np.float64], float, float]:
-    """Grid release with discrete Laplace noise; returns (values, scale, grid)."""
-    m = v.size
-    # Fine against the per-answer sensitivity (rounding adds m grid units of sensitivity), but
-    # never finer than 2^-30 of the scale, so the scale in grid units stays far below 2^62 even
-    # for absurdly small epsilon (where the extra units are irrelevant next to the noise).
-    gamma = choose_grid(sensitivity / epsilon, max(sensitivity / m, sensitivity / epsilon * 2**-30))
-    # l1 sensitivity of the rounded answers in grid units (see samplers): Delta/gamma + m, plus
-    # the float error of the exact values; the relative 1e-12 covers the float evaluation.
-    k_float = ((sensitivity + float_error) / gamma + m) * (1.0 + 1e-12)
-    k_units = math.ceil(k_float)
-    t = math.ceil(Fraction(k_units) / Fraction(epsilon))  # scale t/1 >= K/eps, rounded up
-    if t >= 2**62:
-        raise ValueError(
-            f"discrete Laplace scale {t} grid units is beyond 2^62; epsilon = {epsilon!r} is too "
-            "small for an exact release"
-        )
-    k = _grid_ints(v, gamma)
-    if bounding == "truncate":
-        lo_k, hi_k = math.ceil(low / gamma), math.floor(high / gamma)
-        out_k = truncated_discrete_laplace(k, lo_k, hi_k, t, 1, rng)
-    else:
-        out_k = k + discrete_laplace(t, 1, k.shape, rng)
-    out = out_k.astype(np.float64) * gamma
-    if bounding == "clamp":
-        out = np.clip(out, low, high)
-    return out, t * gamma, gamma
-
-
-def _safe_gaussian(
-    v: NDArray[np.float64],
-    *,
-    l2_sensitivity: float,
-    float_error: float,
-    epsilon: float,
-    delta: float,
-    rng: np.random.Generator,
-    bounding: str,
-    low: float,
-    high: float,
-) -> tuple[NDArray[np.float64], float, float]:
-    """Grid release with discrete Gaussian noise; returns (values, sigma, grid)."""
-    m = v.size
-    root_m = math.sqrt(m)
-    public_sigma = analytic_gaussian_sigma(
-        l2_sensitivity=l2_sensitivity, epsilon=epsilon, delta=delta
-    )
-    gamma = choose_grid(public_sigma, max(l2_sensitivity / root_m, public_sigma * 2**-30))
-    # l2 sensitivity of the rounded answers in grid units: Delta_2/gamma + sqrt(m) (Minkowski).
-    k2 = ((l2_sensitivity + float_error) / gamma + root_m) * (1.0 + 1e-12)
-    sigma_units = discrete_gaussian_sigma(k2, epsilon, delta)
-    sigma2 = Fraction(
-        math.ceil(Fraction(sigma_units) ** 2 * SIGMA2_DENOMINATOR), SIGMA2_DENOMINATOR
-    )
-    k = _grid_ints(v, gamma)
-    out = (k + discrete_gaussian(sigma2, k.shape, rng)).astype(np.float64) * gamma
-    if bounding == "clamp":
-        out = np.clip(out, low, high)
-    return out, math.sqrt(sigma2) * gamma, gamma
-
-
-def _safe_continuous(
-    v: NDArray[np.float64],
-    *,
-    scale: float,
-    public_scale: float,
-    family: Literal["laplace", "cauchy"],
-    rng: np.random.Generator,
-    bounding: str,
-    low: float,
-    high: float,
-) -> tuple[NDArray[np.float64], float]:
-    """Exactly rounded continuous noise; ``public_scale`` <= scale sets the grid."""
-    gamma = choose_grid(public_scale)
-    out = rounded_continuous(v, scale, family, gamma, rng)
-    if bounding == "clamp":
-        out = np.clip(out, low, high)
-    return out, gamma
-
-
-def analytic_gaussian_sigma(*, l2_sensitivity: float, epsilon: float, delta: float) -> float:
-    r"""Smallest sigma for which Gaussian noise is (eps, delta)-DP (Balle and Wang 2018, Thm 8).
-
-    Solves :math:`\Phi(\Delta/(2\sigma) - \varepsilon\sigma/\Delta)
-    - e^\varepsilon \Phi(-\Delta/(2\sigma) - \varepsilon\sigma/\Delta) = \delta` for sigma; the
-    left side decreases in sigma. Unlike the classical ``sqrt(2 ln(1.25/delta)) Delta / eps``
-    it is valid for every eps > 0 and never larger.
-    """
-    sens = check_positive(l2_sensitivity, name="l2_sensitivity")
-    eps = check_epsilon(epsilon, allow_inf=False)
-    d = check_delta(delta)
-
-    def excess(log_sigma: float) -> float:
-        s = math.exp(log_sigma)
-        a, b = sens / (2.0 * s), eps * s / sens
-        return float(special.ndtr(a - b) - math.exp(eps + special.log_ndtr(-a - b))) - d
-
-    lo, hi = math.log(sens) - 10.0, math.log(sens) + 10.0
-    while excess(lo) < 0.0:
-        lo -= 10.0
-    while excess(hi) > 0.0:
-        hi += 10.0
-    root = optimize.brentq(excess, lo, hi, xtol=1e-14, rtol=1e-14)
-    # brentq brackets the root; step to the side that satisfies the inequality.
-    sigma = math.exp(root)
-    while excess(math.log(sigma)) > 0.0:
-        sigma = math.nextafter(sigma, math.inf) * (1.0 + 1e-12)
-    return sigma
 
 
 def release(
@@ -643,7 +348,7 @@ def release(
     if safe and bound_mode == "truncate" and info.truncate == "naive":
         raise ValueError(TRUNCATE_SAFE_CAUCHY.format(mechanism=mech))
     # Truncation spends the budget twice (see the module docstring): calibrate to eps / 2.
-    job = _Job(
+    job = Job(
         v,
         metric_,
         n1_,
@@ -706,7 +411,7 @@ def laplace(
     else:
         eps_cal = eps / 2.0 if bound_mode == "truncate" else eps
         if sampler_ == "safe":
-            out, _, _ = _safe_laplace(
+            out, _, _ = safe_laplace(
                 v,
                 sensitivity=sens,
                 float_error=0.0,
@@ -717,7 +422,7 @@ def laplace(
                 high=high,
             )
         else:
-            out = _add_noise(v, sens / eps_cal, "laplace", rng, bound_mode, low, high)
+            out = add_noise(v, sens / eps_cal, "laplace", rng, bound_mode, low, high)
     return out.reshape(np.shape(values))
 
 
@@ -817,7 +522,7 @@ def gaussian(
         out = np.clip(v, low, high) if bound_mode != "raw" else v.copy()
     else:
         if sampler_ == "safe":
-            out, _, _ = _safe_gaussian(
+            out, _, _ = safe_gaussian(
                 v,
                 l2_sensitivity=float(l2_sensitivity),
                 float_error=0.0,
@@ -830,5 +535,5 @@ def gaussian(
             )
         else:
             sigma = analytic_gaussian_sigma(l2_sensitivity=l2_sensitivity, epsilon=eps, delta=delta)
-            out = _add_noise(v, sigma, "normal", rng, bound_mode, low, high)
+            out = add_noise(v, sigma, "normal", rng, bound_mode, low, high)
     return out.reshape(np.shape(values))

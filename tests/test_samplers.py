@@ -16,7 +16,7 @@ import pytest
 from numpy.typing import NDArray
 from scipy import stats
 
-from biasleak.mechanisms import metrics, release, samplers, sensitivity
+from biasleak.mechanisms import metrics, release, rounded_noise, samplers, sensitivity
 
 # --------------------------------------------------------------------------------------------
 # shared test functions
@@ -499,5 +499,5 @@ def test_slow_path_decides_values_within_rounding_of_a_half_grid_point(
     7.5 and nothing would ever be certified. The ends must be compared exactly."""
     gamma = 2.0**-20
     rng = np.random.default_rng(3)
-    got = samplers._refine(7.5 * gamma, 1e-6 * gamma, k, "cauchy", gamma, rng)
+    got = rounded_noise._refine(7.5 * gamma, 1e-6 * gamma, k, "cauchy", gamma, rng)
     assert got == expected * gamma
