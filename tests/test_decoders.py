@@ -41,15 +41,14 @@ from biasleak.agents.strategies.compressed_sensing import (
 from biasleak.agents.strategies.decoders import (
     EXACT,
     NoiseModel,
-    _laplace_channel,
-    _row_mean_total,
-    _stagewise,
     amp,
     decode_statistical_parity,
     lasso,
     least_squares_group_size,
     tilted_prior,
 )
+from biasleak.agents.strategies.message_passing import laplace_channel, row_mean_total
+from biasleak.agents.strategies.sparse_recovery import stagewise
 from biasleak.agents.strategies.sybil import SybilConfig, sybil_shards
 from biasleak.mechanisms import metrics
 from biasleak.mechanisms.sensitivity import global_sensitivity
@@ -150,7 +149,7 @@ def test_laplace_channel_matches_numerical_integration(
     mean = integrate.quad(lambda z: z * weight(z), lo, hi, points=points, limit=200)[0] / mass
     second = integrate.quad(lambda z: z * z * weight(z), lo, hi, points=points, limit=200)[0] / mass
     absdev = integrate.quad(lambda z: abs(y - z) * weight(z), lo, hi, points=points, limit=200)[0]
-    z, tau_z, abs_u = _laplace_channel(np.array([y]), np.array([p]), np.array([tau]), np.array([b]))
+    z, tau_z, abs_u = laplace_channel(np.array([y]), np.array([p]), np.array([tau]), np.array([b]))
     assert z[0] == pytest.approx(mean, rel=1e-6, abs=1e-9)
     assert tau_z[0] == pytest.approx(second - mean**2, rel=1e-5)
     assert abs_u[0] == pytest.approx(absdev / mass, rel=1e-6)
@@ -411,11 +410,11 @@ def test_a_centre_drowned_in_noise_does_not_tilt_the_prior() -> None:
     H, sp, a = _instance(n, n0, m, 0.0, seed=40, law="none")
     eta = H.sum(axis=1) / (n - n0) - sp
     true_total = float(H.mean(axis=0)[a == 0].sum())
-    assert _row_mean_total(H, eta, c=c, k=n0, noise=EXACT) == pytest.approx(true_total)
+    assert row_mean_total(H, eta, c=c, k=n0, noise=EXACT) == pytest.approx(true_total)
     flat = n0 * float(H.mean(axis=0).mean())
     Hn, spn, _ = _instance(n, n0, m, 50.0, seed=41, law="cauchy")
     eta_n = Hn.sum(axis=1) / (n - n0) - spn
-    total = _row_mean_total(Hn, eta_n, c=c, k=n0, noise=NoiseModel("cauchy"))
+    total = row_mean_total(Hn, eta_n, c=c, k=n0, noise=NoiseModel("cauchy"))
     raw = float(eta_n.mean()) / c
     assert abs(total - flat) < 0.05 * abs(raw - flat)  # shrunk nearly all the way
     ordered = np.sort(Hn.mean(axis=0))
@@ -429,7 +428,7 @@ def test_stagewise_omp_fits_exact_answers_in_a_few_passes() -> None:
     n, n0, m = 2000, 20, 300
     H, sp, a = _instance(n, n0, m, 0.0, seed=50, law="none")
     eta = H.sum(axis=1) / (n - n0) - sp
-    support, coef = _stagewise(H, eta - eta.mean(), atoms=40, step=5)
+    support, coef = stagewise(H, eta - eta.mean(), atoms=40, step=5)
     s = np.zeros(n)
     s[support] = coef
     assert float(np.abs(H @ s - eta).max()) <= 1e-9 * float(np.abs(eta).max())
@@ -485,9 +484,9 @@ def test_a_centre_within_its_noise_does_not_tilt_the_prior() -> None:
     clean = H @ (small * c)
     flat = k * float(H.mean(axis=0).mean())
     true_total = float(H.mean(axis=0)[small].sum())
-    exact = _row_mean_total(H, clean, c=c, k=k, noise=EXACT)
+    exact = row_mean_total(H, clean, c=c, k=k, noise=EXACT)
     assert exact == pytest.approx(true_total, rel=1e-9)
     for seed in range(20):
         noise = np.random.default_rng(seed).laplace(0.0, 30.0, m)
-        total = _row_mean_total(H, clean + noise, c=c, k=k, noise=NoiseModel("laplace", 30.0))
+        total = row_mean_total(H, clean + noise, c=c, k=k, noise=NoiseModel("laplace", 30.0))
         assert total == flat

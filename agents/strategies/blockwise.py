@@ -43,18 +43,17 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import special
 from threadpoolctl import threadpool_limits
 
-from biasleak.agents.strategies.decoders import (
+from biasleak.agents.strategies.decoders import DecodeResult
+from biasleak.agents.strategies.message_passing import (
     AMP_DAMPING,
     AMP_ITERATIONS,
-    EXACT,
-    DecodeResult,
-    NoiseModel,
-    _gaussian_channel,
-    _laplace_channel,
-    _row_mean_total,
+    gaussian_channel,
+    laplace_channel,
+    row_mean_total,
     tilted_prior,
 )
 from biasleak.agents.strategies.model_source import PerturbedModels
+from biasleak.agents.strategies.noise_model import EXACT, NoiseModel
 
 __all__ = [
     "BLOCKWISE_TOLERANCE",
@@ -266,9 +265,9 @@ def _rows_side(
         tau_p = np.maximum(step.v_unit * (sq @ step.v32), 1e-300)
         p = step.u_unit * (w @ step.u32) - step.shift - tau_p * s_hat[at]
         if step.gaussian:
-            z, tau_z, moment = _gaussian_channel(y[at], p, tau_p, scales[at] ** 2)
+            z, tau_z, moment = gaussian_channel(y[at], p, tau_p, scales[at] ** 2)
         else:
-            z, tau_z, moment = _laplace_channel(y[at], p, tau_p, scales[at])
+            z, tau_z, moment = laplace_channel(y[at], p, tau_p, scales[at])
         tau_s = np.maximum((1 - tau_z / tau_p) / tau_p, 1e-300)
         s_hat[at] = AMP_DAMPING * (z - p) / tau_p + (1 - AMP_DAMPING) * s_hat[at]
         s32, s_unit = _float32(s_hat[at])
@@ -296,7 +295,7 @@ def _iterate(
     # h = offset + scale * w: the offset drops out of the centred system, the scale rescales x
     h_mean = source.offset + source.scale * mean
     if prior is None:
-        total = _row_mean_total(h_mean[None, :], eta, c=c, k=k, noise=noise)
+        total = row_mean_total(h_mean[None, :], eta, c=c, k=k, noise=noise)
         prior = tilted_prior(h_mean, k=k, total=total)
     elif prior.shape != (n,) or not np.all((prior >= 0) & (prior <= 1)):
         raise ValueError(f"prior must hold one probability in [0, 1] per person, shape ({n},)")

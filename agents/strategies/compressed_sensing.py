@@ -33,27 +33,19 @@ swaps the groups.
 
 Refused batches are dropped. The strategy stops after its last batch is resolved.
 
-At the scale of a whole population the m models do not fit in memory (n = 43,131 people and
-m = 20,000 models are 7 GB in float64). With ``regenerate: true`` (``compressed_sensing`` only)
-the strategy keeps none: each batch is drawn from its own seed
-(:class:`~biasleak.agents.strategies.model_source.PerturbedModels`) when it is sent and again,
-block by block in float32, at every pass of the blockwise AMP decoder
-(:mod:`~biasleak.agents.strategies.blockwise`), which then decodes whatever ``decoder`` says
-(``auto`` or ``amp``); the attack keeps only the answers. Its models are not the default path's
-(another stream), and uncertain group sizes are not refitted (the fit needs the whole matrix).
-The default path draws all models up front, as always.
+With ``regenerate: true`` (``compressed_sensing`` only, for populations whose models do not fit
+in memory) the strategy keeps no models, only their seeds (:mod:`.regenerated`). The default
+path draws all models up front. The configurations live in :mod:`.sensing_config`, the
+group-size logic in :mod:`.group_sizes`.
 """
 
 from __future__ import annotations
 
 import enum
-import math
-from typing import Any, Final, Literal
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
-from scipy import special
 
 from biasleak.agents.messages import Refusal
 from biasleak.agents.strategies.answer_noise import combine_noise, noise_of_answer
@@ -64,20 +56,36 @@ from biasleak.agents.strategies.base import (
     Estimate,
     Stop,
     Strategy,
-    StrategyConfig,
     Submit,
 )
-from biasleak.agents.strategies.blockwise import decode_blockwise
-from biasleak.agents.strategies.decoders import (
-    EXACT,
-    METHODS,
-    NoiseModel,
-    decode_statistical_parity,
-    least_squares_group_size,
+from biasleak.agents.strategies.decoders import EXACT, NoiseModel, decode_statistical_parity
+from biasleak.agents.strategies.group_sizes import (
+    PROBE_FALSE_SIGN,
+    PROBE_SIZE_ERROR,
+    assumed_sizes,
+    probe_readable,
+    probe_too_noisy,
+    refitted_sizes,
+    sizes_from_probe,
 )
 from biasleak.agents.strategies.model_source import PerturbedModels
+from biasleak.agents.strategies.regenerated import (
+    model_accuracy,
+    regenerated_accuracy,
+    regenerated_estimate,
+)
+from biasleak.agents.strategies.sensing_config import (
+    REGENERATE_DECODER,
+    CompressedSensingConfig,
+    EoRevealConfig,
+    EqualizedOddsRevealConfig,
+    SensingConfig,
+)
 
 __all__ = [
+    "PROBE_FALSE_SIGN",
+    "PROBE_SIZE_ERROR",
+    "REGENERATE_DECODER",
     "CompressedSensing",
     "CompressedSensingConfig",
     "EoRevealConfig",
@@ -85,82 +93,6 @@ __all__ = [
     "Pending",
     "SensingConfig",
 ]
-
-
-REGENERATE_DECODER: Final = (
-    "regenerate: true decodes with blockwise AMP: decoder must be 'auto' or 'amp' and box false; "
-    "received decoder={decoder!r}, box={box}"
-)
-PROBE_FALSE_SIGN: Final = 1e-3
-"""Largest chance, under the noise, that a trusted probe answer has the wrong sign."""
-PROBE_SIZE_ERROR: Final = 0.25
-"""Largest relative error of a trusted probe's group size (at that same chance)."""
-
-
-class SensingConfig(StrategyConfig):
-    """Fields shared by the compressed-sensing strategies."""
-
-    queries: int = Field(400, ge=1, description="number of perturbed models m")
-    perturbation: float = Field(0.1, gt=0.0, le=1.0, description="noise half-width b")
-    batch: int = Field(50, ge=1, description="models per query message")
-    box: bool = Field(
-        False, strict=False, description="add the box constraint 0 <= s <= 1/N1 + 1/N0"
-    )
-    decoder: Literal[METHODS] = Field(  # type: ignore[valid-type]
-        "auto",
-        description="decoder (auto: amp on noisy answers; on exact ones OMP, falling back to "
-        "basis pursuit)",
-    )
-    probe: bool = Field(True, strict=False, description="learn the group sizes from a probe")
-    prior_minority: float = Field(
-        0.1, gt=0.0, lt=1.0, description="share of a = 0 assumed when the probe fails"
-    )
-    decode_every: int = Field(
-        0, ge=0, description="decode after every k answered batches (0: once, at the end)"
-    )
-    prepare_hours: float = Field(
-        0.5, ge=0.0, allow_inf_nan=False, description="time to build one batch"
-    )
-
-
-class CompressedSensingConfig(SensingConfig):
-    """Compressed sensing through statistical parity answers (Algorithm 2)."""
-
-    kind: Literal["compressed_sensing"] = "compressed_sensing"
-    regenerate: bool = Field(
-        False,
-        strict=False,
-        description="keep no models: redraw each batch from its own seed when it is sent and "
-        "when it is decoded, and decode with blockwise AMP in float32 (for populations whose "
-        "model matrix would not fit in memory)",
-    )
-
-    @model_validator(mode="after")
-    def _regenerated_decoder(self) -> CompressedSensingConfig:
-        if self.regenerate and (self.decoder not in ("auto", "amp") or self.box):
-            raise ValueError(REGENERATE_DECODER.format(decoder=self.decoder, box=self.box))
-        return self
-
-    @model_serializer(mode="wrap")
-    def _omit_default_regenerate(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Scenario hashes and log headers dump every field; leaving out the default keeps them
-        # the same as before the option existed.
-        data: dict[str, Any] = handler(self)
-        if not self.regenerate:
-            data.pop("regenerate", None)
-        return data
-
-
-class EoRevealConfig(SensingConfig):
-    """Compressed sensing through equal opportunity answers (reaches people with y = 1)."""
-
-    kind: Literal["eo_reveal"] = "eo_reveal"
-
-
-class EqualizedOddsRevealConfig(SensingConfig):
-    """Compressed sensing through equalized-odds answers (TPR and FPR gaps; reaches everyone)."""
-
-    kind: Literal["equalized_odds_reveal"] = "equalized_odds_reveal"
 
 
 class Pending(enum.Enum):
@@ -301,7 +233,7 @@ class CompressedSensing(Strategy):
         """The models of batch i."""
         if self.source is not None:  # drawn afresh: the strategy keeps nothing once it is sent
             models = self.source.models(i)
-            self._accuracy[i] = self._model_accuracy(models)
+            self._accuracy[i] = model_accuracy(models, self.context.public.audit.labels)
             return models
         start, stop = self.batches[i]
         return self.models[start:stop].copy()  # a Submit must not change if models are redrawn
@@ -316,11 +248,8 @@ class CompressedSensing(Strategy):
         """Called after every decode with the decoders used (one per label class)."""
 
     def _assume_sizes(self) -> None:
-        sizes = []
-        for c in self.classes:
-            n0 = min(max(round(self.config.prior_minority * c.size), 1), c.size - 1)
-            sizes.append((int(c.size) - n0, n0))
-        self.group_sizes = sizes
+        """Group sizes from ``prior_minority`` (:func:`.group_sizes.assumed_sizes`)."""
+        self.group_sizes = assumed_sizes(self.classes, self.config.prior_minority)
         self.group_sizes_source = "prior"
 
     def _take_info(self) -> AnswerInfo | None:
@@ -371,62 +300,41 @@ class CompressedSensing(Strategy):
     ) -> None:
         """Group sizes from the probe's answer, unless the noise makes it untrustworthy.
 
-        A probe value v is ``1/N1`` or ``-1/N0`` plus noise. Under noise of known scale it is
-        trusted only when the noise exceeds ``t`` with chance at most :data:`PROBE_FALSE_SIGN`
-        (``t = b ln(1 / (2 p))`` for Laplace, ``sigma Phi^{-1}(1 - p)`` for Gaussian) and
-        ``t / |v| <= PROBE_SIZE_ERROR``; under noise of unknown scale (the data-dependent
-        mechanisms) it is never trusted; otherwise the sizes are uncertain, start from the prior
-        and, once there are more answered models than people, are re-estimated at every decode
-        from all answers (:func:`.decoders.least_squares_group_size`; which group is the small
-        one comes from ``prior_minority``), so a misread probe never swaps the groups silently.
+        An unreadable answer (not one finite, non-zero value per class) gives the prior's sizes.
+        A value the noise could have produced by chance (:func:`.group_sizes.probe_too_noisy`)
+        makes the sizes uncertain: they start from the prior and, once there are more answered
+        models than people, are re-estimated at every decode from all answers
+        (:meth:`_refresh_sizes`; which group is the small one comes from ``prior_minority``),
+        so a misread probe never swaps the groups silently.
         """
-        if (
-            values.size != len(self.classes)
-            or not np.all(np.isfinite(values))
-            or np.any(values == 0.0)
-        ):
+        if not probe_readable(values, len(self.classes)):
             self._assume_sizes()
             return
-        for value, noise in zip(values, noises or [], strict=False):
-            if not noise.noisy:
-                continue
-            scales = noise.scales(1)
-            if scales is None:  # a data-dependent scale: nothing to judge the probe by
-                tail = math.inf
-            elif noise.kind == "gaussian":
-                tail = float(scales[0]) * float(special.ndtri(1.0 - PROBE_FALSE_SIGN))
-            else:
-                tail = float(scales[0]) * math.log(1.0 / (2.0 * PROBE_FALSE_SIGN))
-            if abs(float(value)) <= tail or tail / abs(float(value)) > PROBE_SIZE_ERROR:
-                self._assume_sizes()
-                self.sizes_uncertain = True
-                self.group_sizes_source = "prior (probe too noisy)"
-                return
-        sizes = []
-        for c, value in zip(self.classes, values, strict=True):
-            size = min(max(round(1.0 / abs(float(value))), 1), int(c.size) - 1)
-            sizes.append((size, int(c.size) - size) if value > 0 else (int(c.size) - size, size))
-        self.group_sizes = sizes
+        if probe_too_noisy(values, noises or []):
+            self._assume_sizes()
+            self.sizes_uncertain = True
+            self.group_sizes_source = "prior (probe too noisy)"
+            return
+        self.group_sizes = sizes_from_probe(self.classes, values)
         self.group_sizes_source = "probe"
 
     def _refresh_sizes(self, index: NDArray[np.intp], answers: NDArray[np.float64]) -> None:
-        """Re-estimate uncertain group sizes by :func:`least_squares_group_size` (m > n only).
+        """Re-estimate uncertain group sizes (:func:`.group_sizes.refitted_sizes`).
 
-        Not with ``regenerate``: the fit needs the whole matrix, and that path is for m < n.
+        Only once there are more answered models than people. Not with ``regenerate``: the fit
+        needs the whole matrix, and that path is for m < n.
         """
         if not self.sizes_uncertain or self.group_sizes is None or self.source is not None:
             return
-        sizes = list(self.group_sizes)
-        for col, cls in enumerate(self.classes):
-            # which group is small is not identifiable from the fit: the prior decides
-            smaller = 0 if self.config.prior_minority <= 0.5 else 1
-            small = least_squares_group_size(
-                self.models[np.ix_(index, cls)], answers[:, col], smaller=smaller
-            )
-            if small is None:
-                continue  # fewer models than people: keep the prior's sizes
-            size = int(cls.size)
-            sizes[col] = (size - small, small) if smaller == 0 else (small, size - small)
+        sizes, refitted = refitted_sizes(
+            self.models,
+            index,
+            answers,
+            self.classes,
+            self.group_sizes,
+            prior_minority=self.config.prior_minority,
+        )
+        if refitted:
             self.group_sizes_source = "least-squares fit (probe too noisy)"
         self.group_sizes = sizes
 
@@ -483,23 +391,11 @@ class CompressedSensing(Strategy):
         assert self.source is not None and self.group_sizes is not None
         done = sorted(self.answers)
         n1, n0 = self.group_sizes[0]
-        result = decode_blockwise(
-            self.source,
-            {i: self.answers[i][:, 0] for i in done},
-            n1=n1,
-            n0=n0,
-            noise=self._measured_noise(0, done, None),
+        estimate = regenerated_estimate(
+            self.source, self.answers, n1=n1, n0=n0, noise=self._measured_noise(0, done, None)
         )
-        used = int(sum(self.answers[i].shape[0] for i in done))
-        self._set_estimate(
-            Estimate(result.attribute, result.confidence, used, result.method, result.probability)
-        )
-        self._after_decode([result.method])
-
-    def _model_accuracy(self, models: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Per model, the share of audit-set labels its thresholded outputs match."""
-        labels = self.context.public.audit.labels
-        return ((models >= 0.5) == (labels[None, :] == 1)).mean(axis=1)
+        self._set_estimate(estimate)
+        self._after_decode([estimate.method])
 
     def _measured_noise(self, col: int, done: list[int], sigma: float | None) -> NoiseModel:
         """The noise model handed to the decoder (subclasses that combine answers override)."""
@@ -511,15 +407,10 @@ class CompressedSensing(Strategy):
         h0 = self.context.base_predictions
         labels = self.context.public.audit.labels
         if self.source is None:
-            acc = self._model_accuracy(self.models)
+            acc = model_accuracy(self.models, labels)
         else:  # the batches never built are drawn once more, one at a time
-            acc = np.concatenate(
-                [
-                    self._accuracy[i]
-                    if i in self._accuracy
-                    else self._model_accuracy(self.source.models(i))
-                    for i in range(len(self.batches))
-                ]
+            acc = regenerated_accuracy(
+                self.source, self._accuracy, labels, batches=len(self.batches)
             )
         return {
             "metric": self.metric,

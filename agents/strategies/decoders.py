@@ -66,27 +66,67 @@ Noise (:class:`NoiseModel`): the strategies build it from the public facts of ea
 mechanism and the epsilon charged give the Laplace and Gaussian scales; the data-dependent
 mechanisms' scales (Attribute-Conceal's Cauchy noise, smooth-sensitivity Laplace) depend on the
 group sizes and are estimated from the answers instead.
+
+Where each part lives: the programs for exact answers (``omp``, ``basis_pursuit``, ``box``,
+``cvxpy``, ``lp_decoding``, ``lasso``) in :mod:`~biasleak.agents.strategies.sparse_recovery`;
+``amp`` with its channels and prior in :mod:`~biasleak.agents.strategies.message_passing`;
+:class:`NoiseModel` in :mod:`~biasleak.agents.strategies.noise_model`; the group-size estimate
+from many answers in :mod:`~biasleak.agents.strategies.group_sizes`. This module sets up the
+system (the sign-corrected eta above), chooses the method and turns s or the posterior into a
+guess (:func:`decode_statistical_parity`); it re-exports the others' public names.
 """
 
 from __future__ import annotations
 
-import math
-import warnings
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Final
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import optimize, sparse, special
+
+from biasleak.agents.strategies.group_sizes import least_squares_group_size
+from biasleak.agents.strategies.message_passing import (
+    AMP_DAMPING,
+    AMP_ITERATIONS,
+    AMP_TOLERANCE,
+    MILLS_RANGE,
+    TILT_SIGNIFICANCE,
+    amp,
+    tilted_prior,
+)
+from biasleak.agents.strategies.noise_model import (
+    BAD_NOISE_KIND,
+    BAD_NOISE_SCALE,
+    EXACT,
+    NOISE_KINDS,
+    NoiseKind,
+    NoiseModel,
+)
+from biasleak.agents.strategies.sparse_recovery import (
+    basis_pursuit,
+    basis_pursuit_cvxpy,
+    lasso,
+    lp_decoding,
+    omp,
+)
 
 __all__ = [
+    "AMP_DAMPING",
+    "AMP_ITERATIONS",
+    "AMP_TOLERANCE",
+    "BAD_NOISE_KIND",
+    "BAD_NOISE_SCALE",
     "EXACT",
     "METHODS",
+    "MILLS_RANGE",
     "NOISE_KINDS",
+    "TILT_SIGNIFICANCE",
     "DecodeResult",
+    "NoiseKind",
     "NoiseModel",
     "amp",
     "basis_pursuit",
+    "basis_pursuit_cvxpy",
     "decode_statistical_parity",
     "lasso",
     "least_squares_group_size",
@@ -106,54 +146,6 @@ METHODS: Final[tuple[str, ...]] = (
     "lasso",
     "amp",
 )
-# -- noise models ---------------------------------------------------------------------------------
-
-NoiseKind = Literal["none", "laplace", "cauchy", "gaussian", "unknown"]
-NOISE_KINDS: Final[tuple[str, ...]] = ("none", "laplace", "cauchy", "gaussian", "unknown")
-BAD_NOISE_KIND: Final = "noise kind must be one of {allowed}; received {kind!r}"
-BAD_NOISE_SCALE: Final = (
-    "noise scale must be None or positive and finite (one number, or one per answer) for kind "
-    "{kind!r}; received {scale!r}"
-)
-
-
-@dataclass(frozen=True, eq=False)
-class NoiseModel:
-    """The noise a decoder faces on each answer, as far as the attacker knows it.
-
-    ``kind`` is the noise law (``none`` for exact answers); ``scale`` its per-answer scale (the
-    Laplace or Cauchy scale b, the Gaussian standard deviation), one number for every answer or
-    an array of one per answer, or None when it is not public (the data-dependent mechanisms,
-    whose scale depends on the group sizes): decoders then estimate it from the answers.
-    """
-
-    kind: NoiseKind = "none"
-    """The noise law: ``none``, ``laplace``, ``cauchy``, ``gaussian`` or ``unknown``."""
-    scale: float | NDArray[np.float64] | None = None
-    """Per-answer scale, or None when it must be estimated."""
-
-    def __post_init__(self) -> None:
-        if self.kind not in NOISE_KINDS:
-            raise ValueError(BAD_NOISE_KIND.format(allowed=list(NOISE_KINDS), kind=self.kind))
-        if self.scale is not None:
-            values = np.asarray(self.scale, dtype=np.float64)
-            if values.ndim > 1 or not np.all(np.isfinite(values)) or np.any(values <= 0):
-                raise ValueError(BAD_NOISE_SCALE.format(kind=self.kind, scale=self.scale))
-
-    @property
-    def noisy(self) -> bool:
-        """Whether the answers carry noise at all."""
-        return self.kind != "none"
-
-    def scales(self, m: int) -> NDArray[np.float64] | None:
-        """The scale of each of ``m`` answers, or None when unknown."""
-        if self.scale is None:
-            return None
-        values = np.broadcast_to(np.asarray(self.scale, dtype=np.float64), (m,))
-        return np.array(values)
-
-
-EXACT: Final = NoiseModel("none")
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,458 +162,6 @@ class DecodeResult:
     """Which program produced it."""
     probability: NDArray[np.float64] | None = field(default=None, repr=False)
     """(n,) posterior probability that each guess is right (``amp`` only), else None."""
-
-
-def lp_decoding(
-    H: NDArray[np.float64], eta: NDArray[np.float64], *, upper: float | None
-) -> NDArray[np.float64]:
-    """``argmin ||H s - eta||_1`` over ``0 <= s <= upper`` (or free s when upper is None)."""
-    m, n = H.shape
-    eye = sparse.identity(m, format="csr")
-    A = sparse.vstack([sparse.hstack([H, -eye]), sparse.hstack([-H, -eye])], format="csr")
-    b = np.concatenate([eta, -eta])
-    c = np.concatenate([np.zeros(n), np.ones(m)])
-    box = (0.0, upper) if upper is not None else (None, None)
-    res = optimize.linprog(c, A_ub=A, b_ub=b, bounds=[box] * n + [(0.0, None)] * m, method="highs")
-    if res.status != 0:
-        raise RuntimeError(f"LP decoding failed: {res.message}")
-    return np.asarray(res.x[:n])
-
-
-def basis_pursuit(
-    H: NDArray[np.float64], eta: NDArray[np.float64], *, upper: float | None = None
-) -> tuple[NDArray[np.float64], str]:
-    """Solve ``min ||s||_1 s.t. H s = eta`` (with ``0 <= s <= upper`` when given) with HiGHS.
-
-    Returns (s, method); when the equalities cannot be met (noisy answers), returns the
-    :func:`lp_decoding` solution instead.
-    """
-    n = H.shape[1]
-    if upper is None:
-        res = optimize.linprog(
-            np.ones(2 * n), A_eq=np.hstack([H, -H]), b_eq=eta, bounds=(0, None), method="highs"
-        )
-        if res.status == 0:
-            return res.x[:n] - res.x[n:], "basis_pursuit"
-    else:
-        res = optimize.linprog(np.ones(n), A_eq=H, b_eq=eta, bounds=(0, upper), method="highs")
-        if res.status == 0:
-            return res.x, "box"
-    return lp_decoding(H, eta, upper=upper), "lp_decoding"
-
-
-def basis_pursuit_cvxpy(H: NDArray[np.float64], eta: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Basis pursuit in cvxpy with the CLARABEL solver (the paper's approach; slow)."""
-    import cvxpy as cp
-
-    s = cp.Variable(H.shape[1])
-    problem = cp.Problem(cp.Minimize(cp.norm1(s)), [H @ s == eta])
-    with warnings.catch_warnings():
-        # CLARABEL often reports "optimal_inaccurate" at ~1e-7 relative accuracy; the status is
-        # checked below instead of letting cvxpy's warning escape
-        warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-        problem.solve(solver=cp.CLARABEL)
-    if s.value is None or problem.status not in ("optimal", "optimal_inaccurate"):
-        raise RuntimeError(f"cvxpy basis pursuit failed: {problem.status}")
-    return np.asarray(s.value)
-
-
-def _stagewise(
-    H: NDArray[np.float64],
-    y: NDArray[np.float64],
-    *,
-    atoms: int,
-    step: int,
-) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
-    r"""Orthogonal matching pursuit taking ``step`` atoms per pass (stagewise OMP).
-
-    Works on the centred system ``X = H - 1 hbar^T`` without forming it: ``X^T r = H^T r -
-    hbar (1^T r)`` and ``||X_j||^2 = ||H_j||^2 - m hbar_j^2``. Each pass computes every column's
-    normalised correlation with the residual (one pass over H), adds the ``step`` strongest new
-    columns to the support, refits all support coefficients by least squares and stops at an
-    exact fit or ``atoms`` columns. When the support holds the true one and fewer than m/2
-    columns, the least-squares refit is the exact solution (extra columns get zero), so taking
-    many atoms at once costs nothing in recovery and saves passes: about ``k / step + 2`` passes
-    against OMP's one per atom (Donoho, Tsaig, Drori and Starck 2012). Returns the support and
-    its coefficients in the unscaled variables s.
-    """
-    m = H.shape[0]
-    h_mean = H.mean(axis=0)
-    norms = np.sqrt(np.maximum(np.einsum("ij,ij->j", H, H) - m * h_mean**2, 0.0))
-    norms[norms <= 1e-12 * max(float(norms.max()), 1e-300)] = np.inf  # constant columns
-    support = np.zeros(0, dtype=np.intp)
-    coef = np.zeros(0)
-    columns = np.zeros((m, 0))
-    residual = y.copy()
-    scale = max(float(np.linalg.norm(y)), 1e-300)
-    while support.size < atoms:
-        corr = np.abs(H.T @ residual - h_mean * residual.sum()) / norms
-        corr[support] = -1.0
-        take = min(step, atoms - support.size)
-        new = np.argpartition(-corr, take - 1)[:take]
-        new = new[corr[new] > 1e-12 * scale]
-        if new.size == 0:
-            break
-        support = np.concatenate([support, new])
-        columns = np.hstack([columns, H[:, new] - h_mean[new]])  # gather only the new ones
-        coef = np.linalg.lstsq(columns, y, rcond=None)[0]
-        residual = y - columns @ coef
-        if float(np.linalg.norm(residual)) <= 1e-12 * scale:
-            break
-    return support, coef
-
-
-def omp(
-    H: NDArray[np.float64], eta: NDArray[np.float64], *, k: int, verify: bool = True
-) -> NDArray[np.float64] | None:
-    """Orthogonal matching pursuit on the centred, column-normalised system.
-
-    First stagewise (:func:`_stagewise`, ``ceil(k/4)`` atoms per pass), then, when that does not
-    fit exactly, classic OMP (scikit-learn, one atom per step). Returns s if it solves
-    ``H s = eta`` to within 1e-9 (relative), else None (or, with ``verify=False``, the
-    unverified s of classic OMP).
-    """
-    from sklearn.linear_model import orthogonal_mp
-
-    m, n = H.shape
-    # A support of size >= m/2 is not identifiable from m equations, and with that many atoms
-    # OMP would fit noise exactly: stay in the sparse regime, where an exact fit means recovery.
-    atoms = int(min(1.5 * k + 10, (m - 1) // 2, n))
-    if atoms < 1 or (k >= m / 2 and verify):
-        return None
-    y = eta - eta.mean()
-    scale = max(float(np.abs(eta).max()), 1e-300)
-    support, coef = _stagewise(H, y, atoms=atoms, step=max(math.ceil(k / 4), 1))
-    s = np.zeros(n)
-    s[support] = coef
-    if float(np.abs(H @ s - eta).max()) <= 1e-9 * scale:
-        return s
-    X = H - H.mean(axis=0)
-    norms = np.sqrt(np.einsum("ij,ij->j", X, X))
-    norms[norms == 0] = 1.0
-    X /= norms
-    with warnings.catch_warnings():
-        # "ended prematurely due to linear dependence" is how OMP reports an exact fit
-        warnings.simplefilter("ignore", RuntimeWarning)
-        coef = orthogonal_mp(X, y, n_nonzero_coefs=atoms)
-    s = np.asarray(coef, dtype=np.float64) / norms
-    if float(np.abs(H @ s - eta).max()) <= 1e-9 * scale or not verify:
-        return s
-    return None
-
-
-def lasso(H: NDArray[np.float64], eta: NDArray[np.float64], *, sigma: float) -> NDArray[np.float64]:
-    r"""Non-negative LASSO on the centred, column-normalised system (basis pursuit denoising).
-
-    scikit-learn minimises ``||y - X w||^2 / (2m) + alpha ||w||_1``. With unit columns, the noise
-    in ``X_j^T y`` has standard deviation sigma, so the universal threshold (Donoho and Johnstone
-    1994) is ``alpha_u = sigma sqrt(2 ln n) / m``. Above ``alpha_max = max_j X_j^T y / m`` every
-    coefficient is zero, and with few answers per column the true columns' correlations are not
-    far above the noise's: the penalty is ``min(alpha_u, alpha_max / 10)``, so a correct noise
-    level never shrinks the estimate to zero (the guess is rounded to the k largest entries,
-    which needs their order, not their size).
-    """
-    from sklearn.linear_model import Lasso
-
-    m, n = H.shape
-    X = H - H.mean(axis=0)
-    y = eta - eta.mean()
-    norms = np.linalg.norm(X, axis=0)
-    norms[norms == 0] = 1.0
-    X /= norms
-    alpha_max = float((X.T @ y).max()) / m
-    alpha = max(float(sigma), 1e-12) * np.sqrt(2.0 * np.log(n)) / m
-    if alpha_max > 0:
-        alpha = min(alpha, alpha_max / 10.0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # convergence warnings on hopeless (very noisy) data
-        model = Lasso(alpha=alpha, positive=True, fit_intercept=False, max_iter=20_000)
-        coef = model.fit(X, y).coef_
-    return np.asarray(coef, dtype=np.float64) / norms
-
-
-# -- approximate message passing ------------------------------------------------------------------
-
-AMP_ITERATIONS: Final = 100
-AMP_DAMPING: Final = 0.5
-AMP_TOLERANCE: Final = 1e-7
-
-
-MILLS_RANGE: Final = 1e6
-"""Largest standardised cut the Laplace channel evaluates (a point mass beyond it)."""
-
-
-def _laplace_channel(
-    y: NDArray[np.float64],
-    p: NDArray[np.float64],
-    tau_p: NDArray[np.float64],
-    b: NDArray[np.float64],
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    r"""Posterior mean and variance of z under ``exp(-|y - z| / b) N(z; p, tau_p)``, and E|y - z|.
-
-    With ``u = y - z``, ``mu = y - p`` and ``sigma^2 = tau_p``, the posterior of u is a mixture of
-    two truncated normals: ``N(mu - sigma^2/b, sigma^2)`` on u > 0 with weight
-    ``exp(-mu/b) Phi((mu - sigma^2/b)/sigma)`` and ``N(mu + sigma^2/b, sigma^2)`` on u < 0 with
-    weight ``exp(mu/b) Phi(-(mu + sigma^2/b)/sigma)``.
-    """
-    sigma = np.sqrt(tau_p)
-    mu = y - p
-    m_pos = mu - tau_p / b
-    m_neg = mu + tau_p / b
-    # standardised distance of the cut (at 0) below the mean; beyond |a| = 1e6 the truncated
-    # normal is a point mass either way, and a^2 must stay far from overflow
-    a_pos = np.clip(m_pos / sigma, -MILLS_RANGE, MILLS_RANGE)
-    a_neg = np.clip(-m_neg / sigma, -MILLS_RANGE, MILLS_RANGE)
-    log_w_pos = -mu / b + special.log_ndtr(a_pos)
-    log_w_neg = mu / b + special.log_ndtr(a_neg)
-    top = np.maximum(log_w_pos, log_w_neg)
-    w_pos = np.exp(log_w_pos - top)
-    w_neg = np.exp(log_w_neg - top)
-    total = w_pos + w_neg
-    w_pos, w_neg = w_pos / total, w_neg / total
-    # inverse Mills ratios phi(a) / Phi(a), computed in logs to survive far tails
-    mills_pos = np.exp(-0.5 * a_pos**2 - 0.5 * np.log(2 * np.pi) - special.log_ndtr(a_pos))
-    mills_neg = np.exp(-0.5 * a_neg**2 - 0.5 * np.log(2 * np.pi) - special.log_ndtr(a_neg))
-    mean_pos = m_pos + sigma * mills_pos
-    mean_neg = m_neg - sigma * mills_neg
-    var_pos = tau_p * np.maximum(1.0 - mills_pos * (mills_pos + a_pos), 1e-12)
-    var_neg = tau_p * np.maximum(1.0 - mills_neg * (mills_neg + a_neg), 1e-12)
-    mean_u = w_pos * mean_pos + w_neg * mean_neg
-    second = w_pos * (var_pos + mean_pos**2) + w_neg * (var_neg + mean_neg**2)
-    var_u = np.maximum(second - mean_u**2, 1e-12 * tau_p)
-    abs_u = w_pos * mean_pos - w_neg * mean_neg
-    return y - mean_u, np.minimum(var_u, tau_p), abs_u
-
-
-def _gaussian_channel(
-    y: NDArray[np.float64],
-    p: NDArray[np.float64],
-    tau_p: NDArray[np.float64],
-    var: NDArray[np.float64],
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """Posterior mean and variance of z under ``N(y; z, var) N(z; p, tau_p)``, and E(y - z)^2."""
-    z = (p * var + y * tau_p) / (var + tau_p)
-    tau_z = tau_p * var / (var + tau_p)
-    return z, tau_z, (y - z) ** 2 + tau_z
-
-
-TILT_SIGNIFICANCE: Final = 3.0
-"""How many standard deviations of its noise the answers' centre must move before it tilts the
-prior (see :func:`_row_mean_total`)."""
-
-
-def tilted_prior(h_mean: NDArray[np.float64], *, k: int, total: float) -> NDArray[np.float64]:
-    r"""Prior probabilities of membership in the small group, given its size and one moment.
-
-    Every answer shares the base model, and centring the system drops the one equation the mean
-    model gives: ``mean(eta) = c sum_{j in g} hbar_j`` (noise averaged over m answers). Among all
-    independent priors with ``sum_j pi_j = k`` and ``sum_j pi_j hbar_j = total``, the one of
-    maximum entropy is ``pi_j = sigmoid(alpha + lambda hbar_j)``; (alpha, lambda) minimise the
-    convex dual ``sum_j log(1 + e^{alpha + lambda hbar_j}) - alpha k - lambda total`` (Newton).
-    ``total`` is clamped inside what k people can reach.
-    """
-    n = h_mean.size
-    rho = k / n
-    ordered = np.sort(h_mean)
-    low, high = float(ordered[:k].sum()), float(ordered[-k:].sum())
-    spread = high - low
-    if spread <= 0:
-        return np.full(n, rho)
-    target = float(np.clip(total, low + 0.02 * spread, high - 0.02 * spread))
-    centre = float(h_mean.mean())
-    x = h_mean - centre  # centred for conditioning; lambda is unchanged
-    t = target - centre * k
-    theta = np.array([math.log(rho / (1 - rho)), 0.0])
-    features = np.stack([np.ones(n), x])
-    goal = np.array([float(k), t])
-
-    def dual(th: NDArray[np.float64]) -> float:
-        return float(np.logaddexp(0.0, th @ features).sum() - th @ goal)
-
-    for _ in range(100):
-        pi = special.expit(theta @ features)
-        grad = features @ pi - goal
-        if float(np.abs(grad).max()) < 1e-9 * k:
-            break
-        weight = pi * (1 - pi)
-        hess = (features * weight) @ features.T + 1e-12 * np.eye(2)
-        step = np.linalg.solve(hess, grad)
-        size, now = 1.0, dual(theta)
-        while dual(theta - size * step) > now and size > 1e-8:
-            size /= 2
-        theta = theta - size * step
-    return np.asarray(special.expit(theta @ features))
-
-
-def _row_mean_total(
-    H: NDArray[np.float64],
-    eta: NDArray[np.float64],
-    *,
-    c: float,
-    k: int,
-    noise: NoiseModel,
-) -> float:
-    r"""The small group's total base score read from the answers' centre, shrunk by its noise.
-
-    ``mean_i eta_i = c sum_{j in g} hbar_j + mean_i w_i``: its mean is the estimate under noise
-    with a variance (standard deviation ``sqrt(mean Var(w) / m)``); under Cauchy or unknown
-    noise the mean has no such spread, so the median is used, with the standard deviation of a
-    median of normal values, ``1.2533 * 1.4826 MAD / sqrt(m)`` (an upper bound: the MAD also
-    holds the signal). The estimate T is shrunk towards what an untilted prior gives,
-    ``T_0 = k mean(hbar)``, by ``R^2 / (R^2 + sd^2)`` with ``R`` a quarter of the range that k
-    people can reach: a centre drowned in noise must not tilt the prior.
-    """
-    m = eta.size
-    h_mean = H.mean(axis=0)
-    scales = noise.scales(m)
-    if noise.kind in ("cauchy", "unknown") or (noise.noisy and scales is None):
-        centre = float(np.median(eta))
-        mad = float(np.median(np.abs(eta - centre)))
-        sd = 1.2533 * 1.4826 * mad / math.sqrt(m)
-    else:
-        centre = float(eta.mean())
-        if scales is None:
-            sd = 0.0
-        else:
-            factor = 2.0 if noise.kind == "laplace" else 1.0
-            sd = math.sqrt(float(np.mean(factor * scales**2)) / m)
-    ordered = np.sort(h_mean)
-    reach = float(ordered[-k:].sum() - ordered[:k].sum()) / 4.0
-    flat = k * float(h_mean.mean())
-    sd_total = sd / c
-    if abs(centre / c - flat) < TILT_SIGNIFICANCE * sd_total:
-        # The decision rule (posterior > k/n) turns even a negligible tilt into a full ranking
-        # of everyone by their base score, so a tilt that the noise could have produced would
-        # decide the whole estimate by a coin flip: below significance, no tilt.
-        return flat
-    weight = reach**2 / (reach**2 + sd_total**2) if reach > 0 else 0.0
-    return flat + weight * (centre / c - flat)
-
-
-def amp(
-    H: NDArray[np.float64],
-    eta: NDArray[np.float64],
-    *,
-    k: int,
-    c: float,
-    noise: NoiseModel,
-    prior: NDArray[np.float64] | None = None,
-) -> NDArray[np.float64]:
-    r"""Posterior probability that each person is in the small group, by GAMP.
-
-    ``prior`` replaces the default prior with the attacker's own per-person probability of being
-    in the small group (side information such as a proxy model's, calibrated on an external
-    sample); the posterior then combines it with what the answers say.
-
-    Generalised approximate message passing (Rangan 2011) with sum-product updates, on the
-    centred, column-normalised system ``y = X x + w`` (``X = (I - 11^T/m) H D^{-1}``, D the
-    column norms, ``x_j = D_j s_j`` in ``{0, D_j c}``). The prior of ``s_j = c`` is
-    :func:`tilted_prior` (size k and the dropped row-mean equation); the output channel is the
-    noise law: Laplace (exact, closed form), Gaussian, or - for Cauchy and unknown noise - a
-    Laplace channel whose scale is learned by expectation-maximisation (heavier tails than a
-    Gaussian, so a few wild answers do not dominate). Updates are damped (factor
-    :data:`AMP_DAMPING`) for stability with non-i.i.d. matrices; deterministic.
-
-    Returns
-    -------
-    (n,) posterior probabilities ``P(s_j = c | answers)``.
-    """
-    m, n = H.shape
-    if k < 1 or k >= n:
-        raise ValueError(f"the small group's size must be in [1, n - 1] = [1, {n - 1}]; got {k}")
-    h_mean = H.mean(axis=0)
-    if prior is None:
-        prior = tilted_prior(h_mean, k=k, total=_row_mean_total(H, eta, c=c, k=k, noise=noise))
-    else:
-        prior = np.asarray(prior, dtype=np.float64)
-        if prior.shape != (n,) or not np.all((prior >= 0) & (prior <= 1)):
-            raise ValueError(
-                f"prior must hold one probability in [0, 1] per person, shape ({n},); received "
-                f"shape {prior.shape}"
-            )
-    X = H - h_mean
-    y = eta - eta.mean()
-    norms = np.linalg.norm(X, axis=0)
-    norms[norms == 0] = 1.0
-    X /= norms
-    X2 = X**2
-    level = c * norms  # the value x_j takes for a small-group member
-    logit_prior = special.logit(np.clip(prior, 1e-12, 1 - 1e-12))
-
-    kind = noise.kind
-    scales = noise.scales(m)
-    learn = scales is None
-    if kind == "none":
-        scales = np.full(m, 1e-6 * max(float(np.abs(y).max()), 1e-300))
-    elif scales is None:
-        # robust spread of the centred answers: signal plus noise, an upper bound to start from
-        mad = float(np.median(np.abs(y - np.median(y))))
-        scales = np.full(m, max(mad, 1e-12 * max(float(np.abs(y).max()), 1e-300)))
-    gaussian = kind in ("gaussian", "none")
-
-    x_hat = prior * level
-    tau_x = prior * (1 - prior) * level**2
-    s_hat = np.zeros(m)
-    post = prior
-    for _ in range(AMP_ITERATIONS):
-        tau_p = np.maximum(X2 @ tau_x, 1e-300)
-        p = X @ x_hat - tau_p * s_hat
-        if gaussian:
-            z, tau_z, moment = _gaussian_channel(y, p, tau_p, scales**2)
-        else:
-            z, tau_z, moment = _laplace_channel(y, p, tau_p, scales)
-        s_new = (z - p) / tau_p
-        tau_s = np.maximum((1 - tau_z / tau_p) / tau_p, 1e-300)
-        s_hat = AMP_DAMPING * s_new + (1 - AMP_DAMPING) * s_hat
-        tau_r = 1.0 / np.maximum(X2.T @ tau_s, 1e-300)
-        r = x_hat + tau_r * (X.T @ s_hat)
-        log_odds = logit_prior + (level * r - 0.5 * level**2) / tau_r
-        post = special.expit(log_odds)
-        x_new = post * level
-        tau_new = post * (1 - post) * level**2
-        change = float(np.abs(x_new - x_hat).max()) / max(float(level.max()), 1e-300)
-        x_hat = AMP_DAMPING * x_new + (1 - AMP_DAMPING) * x_hat
-        tau_x = AMP_DAMPING * tau_new + (1 - AMP_DAMPING) * tau_x
-        if learn and kind != "none":
-            if gaussian:
-                scales = np.full(m, math.sqrt(max(float(moment.mean()), 1e-300)))
-            else:
-                scales = np.full(m, max(float(moment.mean()), 1e-300))
-        if change < AMP_TOLERANCE:
-            break
-    return np.asarray(post)
-
-
-def least_squares_group_size(
-    H: NDArray[np.float64], sp: NDArray[np.float64], *, smaller: Literal[0, 1] = 0
-) -> int | None:
-    r"""The smaller group's size read from a least-squares fit of v, or None when m <= n.
-
-    With more answered models than people, ``v_hat = argmin ||H v - SP||_2`` is v plus noise,
-    and v takes two values, ``1/N1`` and ``-1/N0``. For each k in [1, n/2] the k smallest
-    entries of ``v_hat`` (largest when ``smaller`` = 1, the advantaged group) are given the small
-    group's value and the rest the other's; the k with the least squared misfit wins. Unlike a
-    one-person probe, this pools the evidence of every answer.
-    """
-    m, n = H.shape
-    if m <= n:
-        return None
-    v = np.linalg.lstsq(H, sp, rcond=None)[0]
-    ordered = np.sort(v if smaller == 0 else -v)  # the small group's values come first
-    ks = np.arange(1, n // 2 + 1)
-    head = np.cumsum(ordered)[ks - 1]
-    head_sq = np.cumsum(ordered**2)[ks - 1]
-    total, total_sq = float(ordered.sum()), float((ordered**2).sum())
-    low, high = -1.0 / ks, 1.0 / (n - ks)  # small group's level, the other's (sign-folded)
-    misfit = (
-        head_sq
-        - 2 * low * head
-        + ks * low**2
-        + (total_sq - head_sq)
-        - 2 * high * (total - head)
-        + (n - ks) * high**2
-    )
-    return int(ks[int(np.argmin(misfit))])
 
 
 def decode_statistical_parity(

@@ -47,12 +47,16 @@ counted in ``unexplained_answers`` and from then on no decision is claimed certa
 What the attacker uses is public: the mechanism, the epsilon and delta charged, the sampler, the
 audit-set size and the published formulas. Never the protected attribute, and never the noise
 scale of a data-dependent mechanism (it enumerates it over hypotheses instead).
+
+The model of the sampler - numpy's draws rebuilt bit for bit, the reachability test, the
+candidate values, each answer's noise law and density - lives in
+:mod:`~biasleak.agents.strategies.fp_sampler`; this module holds the strategy that queries,
+prunes the group-size hypotheses and decides.
 """
 
 from __future__ import annotations
 
 import math
-import struct
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -71,149 +75,31 @@ from biasleak.agents.strategies.base import (
     StrategyConfig,
     Submit,
 )
-from biasleak.mechanisms import metrics
-from biasleak.mechanisms.metrics import METRIC_RANGES
-from biasleak.mechanisms.release import DATA_DEPENDENT, analytic_gaussian_sigma
-from biasleak.mechanisms.sensitivity import (
-    attribute_conceal_beta,
-    global_sensitivity,
-    smooth_laplace_beta,
-    smooth_sensitivity,
+from biasleak.agents.strategies.fp_sampler import (
+    INVERTIBLE_MECHANISMS,
+    laplace_noise_from_index,
+    laplace_reachable,
+    log_density,
+    noise_interval,
+    noise_law,
+    sp_candidates,
 )
+from biasleak.mechanisms.metrics import METRIC_RANGES
+from biasleak.mechanisms.release import DATA_DEPENDENT
 
 __all__ = [
+    "INVERTIBLE_MECHANISMS",
     "FpProbe",
     "FpProbeConfig",
     "laplace_noise_from_index",
     "laplace_reachable",
+    "log_density",
     "noise_interval",
+    "noise_law",
     "sp_candidates",
 ]
 
-_TWO_53: int = 1 << 53
-_INV_TWO_53: float = 1.0 / 9007199254740992.0
-"""numpy's ``next_double``: ``(next_uint64 >> 11) * 2^-53``."""
-_MAX_KEY: int = 0x7FEF_FFFF_FFFF_FFFF
-"""Order key of the largest finite double."""
-
-INVERTIBLE_MECHANISMS = frozenset({"laplace", "smooth_laplace"})
-"""Mechanisms whose naive-sampler outputs the attack can test bit for bit."""
-
 TARGETS_INVALID = "targets must be 'all', a count in [1, {n}] or audit-set indices in [0, {last}]"
-
-
-# -- floating-point reachability -----------------------------------------------------------------
-
-
-def laplace_noise_from_index(k: int, scale: float) -> float:
-    r"""The noise numpy's ``Generator.laplace(0.0, scale)`` returns for the uniform ``k 2^-53``.
-
-    numpy (``random_laplace`` in ``distributions.c``) draws ``U = next_double()``, rejects
-    ``U = 0``, and returns
-
-    .. math:: X = \begin{cases} 0 - s \log(2 - U - U) & U \ge 1/2 \\
-                                0 + s \log(U + U) & 0 < U < 1/2 \end{cases}
-
-    evaluated left to right in doubles. ``math.log`` calls the same C library ``log``, so the
-    result is bit for bit numpy's. X is non-decreasing in k.
-
-    Parameters
-    ----------
-    k : int in [1, 2^53)
-        The 53-bit integer behind U (``next_uint64 >> 11``).
-    scale : float
-        The Laplace scale ``s``.
-    """
-    u = k * _INV_TWO_53
-    if u >= 0.5:
-        return 0.0 - scale * math.log(2.0 - u - u)
-    return 0.0 + scale * math.log(u + u)
-
-
-def _key(x: float) -> int:
-    """An integer that orders doubles like their values (both zeros map to 0)."""
-    bits: int = struct.unpack("<q", struct.pack("<d", x))[0]
-    return bits if bits >= 0 else -(bits & 0x7FFF_FFFF_FFFF_FFFF)
-
-
-def _from_key(key: int) -> float:
-    bits = key if key >= 0 else (-key) | (1 << 63)
-    value: float = struct.unpack("<d", struct.pack("<Q", bits))[0]
-    return value
-
-
-def noise_interval(value: float, released: float) -> tuple[float, float] | None:
-    """The doubles x with ``fl(value + x) == released``: an interval ``(low, high)``, or None.
-
-    Rounding is monotone, so ``x -> fl(value + x)`` is non-decreasing and the solutions are
-    contiguous; two bisections over the order keys of the finite doubles find the ends.
-    """
-    if not (math.isfinite(value) and math.isfinite(released)):
-        return None
-    lo, hi = -_MAX_KEY, _MAX_KEY + 1  # smallest key with value + x >= released
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if value + _from_key(mid) >= released:
-            hi = mid
-        else:
-            lo = mid + 1
-    first = lo
-    lo, hi = -_MAX_KEY - 1, _MAX_KEY  # largest key with value + x <= released
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if value + _from_key(mid) <= released:
-            lo = mid
-        else:
-            hi = mid - 1
-    last = lo
-    if first > last or first > _MAX_KEY or last < -_MAX_KEY:
-        return None
-    return _from_key(first), _from_key(last)
-
-
-def laplace_reachable(value: float, released: float, scale: float) -> bool:
-    """Whether ``fl(value + X) == released`` for some draw X of numpy's Laplace(0, scale).
-
-    Finds the noise interval (:func:`noise_interval`), then the smallest k in ``[1, 2^53)`` whose
-    draw (:func:`laplace_noise_from_index`) is at least its lower end, and tests that draw and
-    its neighbours exactly against the upper end.
-    """
-    if not (math.isfinite(scale) and scale > 0.0):
-        raise ValueError(f"scale must be a finite positive Laplace scale; received {scale!r}")
-    interval = noise_interval(value, released)
-    if interval is None:
-        return False
-    low, high = interval
-    lo, hi = 1, _TWO_53  # hi = 2^53: "no draw is large enough"
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if laplace_noise_from_index(mid, scale) >= low:
-            hi = mid
-        else:
-            lo = mid + 1
-    # A few neighbours as well, in case the C library's log is not monotone at the last bit.
-    for k in range(max(lo - 2, 1), min(lo + 3, _TWO_53)):
-        if low <= laplace_noise_from_index(k, scale) <= high:
-            return True
-    return False
-
-
-def sp_candidates(n: int, n0: int) -> tuple[float, float]:
-    """The exact SP of a model accepting only one person, if advantaged and if disadvantaged.
-
-    Computed with :func:`biasleak.mechanisms.metrics.statistical_parity` on a batch holding the
-    one-person model and a hypothetical attribute vector with ``n - n0`` advantaged people, the
-    way the compliance side computes it, so the doubles are the same: ``(1/N1, -1/N0)``.
-    """
-    if not 1 <= n0 <= n - 1:
-        raise ValueError(f"n0 must be a group size in [1, {n - 1}]; received {n0}")
-    protected = np.ones(n, dtype=np.int8)
-    protected[n - n0 :] = 0
-    models = np.zeros((2, n))
-    models[0, 0] = 1.0  # person 0 is advantaged in this vector
-    models[1, n - 1] = 1.0  # person n - 1 is not
-    sp = np.asarray(metrics.statistical_parity(models, protected=protected), dtype=np.float64)
-    return float(sp[0]), float(sp[1])
 
 
 # -- the strategy ---------------------------------------------------------------------------------
@@ -351,34 +237,19 @@ class FpProbe(Strategy):
         return self._candidates[n0]
 
     def _noise(self, rec: _Record, n0: int) -> tuple[str, float]:
-        """(family, scale) of the record's noise under hypothesis N0, as release() computes it."""
+        """(family, scale) of the record's noise under hypothesis N0 (:func:`.noise_law`)."""
         data_dependent = rec.mechanism in DATA_DEPENDENT
         key = (rec.mechanism, rec.models, rec.epsilon, rec.delta, n0 if data_dependent else 0)
         if key in self._scales:
             return self._scales[key]
-        n, m, eps = self.context.n, rec.models, rec.epsilon
-        if rec.mechanism == "exact" or math.isinf(eps):
-            out = ("exact", 0.0)
-        elif eps <= 0.0:
-            out = ("unknown", 0.0)
-        elif rec.mechanism == "laplace":
-            out = ("laplace", global_sensitivity("sp", n=n, m=m) / eps)
-        elif rec.mechanism == "smooth_laplace":
-            beta = smooth_laplace_beta(eps, rec.delta, m)
-            sens = smooth_sensitivity("sp", n1=n - n0, n0=n0, m=m, beta=beta)
-            out = ("laplace", 2.0 * sens / eps)
-        elif rec.mechanism == "attribute_conceal":
-            beta = attribute_conceal_beta(eps, m)
-            sens = smooth_sensitivity("sp", n1=n - n0, n0=n0, m=m, beta=beta)
-            out = ("cauchy", 6.0 * sens / eps)
-        elif rec.mechanism == "gaussian":
-            l2 = global_sensitivity("sp", n=n, m=m, norm="l2")
-            out = (
-                "normal",
-                analytic_gaussian_sigma(l2_sensitivity=l2, epsilon=eps, delta=rec.delta),
-            )
-        else:
-            out = ("unknown", 0.0)
+        out = noise_law(
+            rec.mechanism,
+            n=self.context.n,
+            n0=n0,
+            models=rec.models,
+            epsilon=rec.epsilon,
+            delta=rec.delta,
+        )
         self._scales[key] = out
         return out
 
@@ -417,23 +288,6 @@ class FpProbe(Strategy):
         else:
             self.unexplained += 1
 
-    @staticmethod
-    def _log_density(
-        family: str, released: NDArray[np.float64], values: NDArray, scale: NDArray | float
-    ) -> NDArray[np.float64]:
-        """Log density of ``released`` given exact ``values`` (broadcast) under the noise family."""
-        d = np.asarray(released - values, dtype=np.float64)
-        s = np.broadcast_to(np.asarray(scale, dtype=np.float64), d.shape)
-        if family == "laplace":
-            out = -np.log(2.0 * s) - np.abs(d) / s
-        elif family == "cauchy":
-            out = -np.log(np.pi * s) - np.log1p((d / s) ** 2)
-        elif family == "normal":
-            out = -0.5 * (d / s) ** 2 - np.log(s) - 0.5 * np.log(2.0 * np.pi)
-        else:  # exact answers or an unknown mechanism: the density says nothing
-            return np.zeros(d.shape)
-        return np.asarray(np.where(s > 0.0, out, 0.0), dtype=np.float64)
-
     def _hypotheses(self) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
         r"""The surviving N0, their posterior weights, and each answer's log-likelihood ratio.
 
@@ -461,8 +315,8 @@ class FpProbe(Strategy):
             family = pairs[0][0]
             scale = np.array([p[1] for p in pairs])[:, None]
             y = np.array([self.records[i].released for i in rows])[None, :]
-            l1 = self._log_density(family, y, v1, scale)
-            l0 = self._log_density(family, y, v0, scale)
+            l1 = log_density(family, y, v1, scale)
+            l0 = log_density(family, y, v0, scale)
             ratio[:, rows] = l1 - l0
             mix = np.logaddexp(l1 + np.log((n - h) / n)[:, None], l0 + np.log(h / n)[:, None])
             total += mix.sum(axis=1)
