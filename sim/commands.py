@@ -219,7 +219,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     or the log is truncated (no summary line: the run did not finish)."""
     from biasleak.sim.evaluation import summarize
     from biasleak.sim.report import format_run
-    from biasleak.sim.runlog import LogFormatError, dumps, jsonable, read_log
+    from biasleak.sim.runlog import dumps, jsonable
+    from biasleak.sim.runlog_read import LogFormatError, read_log
 
     try:
         events = list(read_log(args.log))

@@ -16,18 +16,10 @@ One world per attack
     (:func:`~biasleak.sim.world.rng_for`), so the honest developers draw the same candidates in
     every world.
 
-Configuration of each attack
-    When the scenario itself lists an attacker of that kind, the red team uses its configuration
-    (the scenario's author tuned it); otherwise the kind's defaults, with what the policy tells:
-    ``budget_aware`` plans with the noise stage's per-model epsilon and the smallest finite
-    budget, ``metric_switching`` tries only the metrics the policy answers.
-
-Applicability
-    An attack is not applicable, with the reason, when its configuration cannot be built, when it
-    cannot start on the data (e.g. a label class too small for equal opportunity, no external
-    sample for ``proxy_prior``), or when the first metric it asks for is one the policy does not
-    answer. The first metric is found by building the attack on the public data and asking it for
-    its first query, so no table of kinds needs updating when attacks are added.
+Planning
+    Which attacks apply, how each is configured and the world each runs in are decided first,
+    from the scenario and the public data alone (:mod:`biasleak.sim.redteam_plan`); the tables
+    that print the findings are in :mod:`biasleak.sim.redteam_tables`.
 
 The verdict
     The strongest attack is the one with the highest leakage (balanced accuracy of its estimate,
@@ -45,20 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from biasleak.agents.strategies import (
-    ISOLATED_KINDS,
-    PROXY_KINDS,
-    STRATEGIES,
-    Stop,
-    StrategyConfig,
-    Submit,
-    Wait,
-    build_strategies,
-)
-from biasleak.mechanisms.policy import Budget, Noise
-from biasleak.sim.scenario import ATTACK_KINDS, NOT_ATTACKS, DeveloperConfig, Scenario
+from biasleak.sim.redteam_plan import AttackPlan, plan_attacks, world_of
+from biasleak.sim.redteam_tables import format_red_team, format_strongest
+from biasleak.sim.scenario import NOT_ATTACKS, Scenario
 
 __all__ = [
     "AttackPlan",
@@ -72,161 +53,6 @@ __all__ = [
     "strongest_over_runs",
     "world_of",
 ]
-
-ORGANIZATION = "redteam-{kind}"
-"""Each attacker's organisation: its own, so no organisation budget is shared."""
-PROBE_STEPS = 8
-"""How many actions an attack may take (waits) before its first query when probing its metric."""
-
-
-@dataclass(frozen=True)
-class AttackPlan:
-    """One attack of the red team: the developer it becomes, or why it does not apply."""
-
-    kind: str
-    developer: DeveloperConfig | None
-    """The attacker (None when not applicable)."""
-    reason: str | None = None
-    """Why the attack does not apply (None when it does)."""
-    metric: str | None = None
-    """The first metric it asks for (None when not applicable)."""
-
-    @property
-    def applicable(self) -> bool:
-        return self.developer is not None
-
-
-def _policy_defaults(scenario: Scenario, kind: str) -> tuple[dict[str, Any], str | None]:
-    """Configuration the policy implies for ``kind``, or the reason none can be given."""
-    stages = scenario.compliance.policy
-    if kind == "budget_aware":
-        noise = next((s for s in stages if isinstance(s, Noise)), None)
-        if noise is None or noise.mechanism == "exact" or math.isinf(noise.epsilon):
-            return {}, "answers are exact: there is no per-model epsilon to plan a budget with"
-        if noise.per != "model":
-            return {}, "it plans per-model epsilons; the noise stage charges per batch"
-        budgets = [s.epsilon for s in stages if isinstance(s, Budget)]
-        finite = [b for b in budgets if math.isfinite(b)]
-        if not finite:
-            return {}, "the policy has no finite privacy budget to plan with"
-        return {"epsilon_per_model": noise.epsilon, "budget": min(finite)}, None
-    if kind == "metric_switching":
-        config_cls = STRATEGIES[kind][0]
-        tried = list(config_cls.model_fields["metrics"].get_default(call_default_factory=True))
-        answered = [m for m in tried if m in scenario.compliance.metrics]
-        if not answered:
-            return {}, (
-                f"it attacks through {tried}; the policy answers only "
-                f"{list(scenario.compliance.metrics)}"
-            )
-        return {"metrics": answered}, None
-    return {}, None
-
-
-def _config(scenario: Scenario, kind: str) -> tuple[StrategyConfig | None, str | None]:
-    """The scenario's own configuration of ``kind``, or the defaults the policy implies."""
-    own = next((d.strategy for d in scenario.developers if d.strategy.kind == kind), None)
-    if own is not None:
-        return own, None
-    extra, reason = _policy_defaults(scenario, kind)
-    if reason is not None:
-        return None, reason
-    config_cls = STRATEGIES[kind][0]
-    try:
-        return config_cls(kind=kind, **extra), None
-    except ValidationError as err:
-        needed = sorted({str(e["loc"][0]) for e in err.errors() if e["loc"]})
-        return None, (
-            f"it needs configuration ({', '.join(needed)}); list an attacker of kind {kind!r} "
-            "in the scenario's developers to give it one"
-        )
-
-
-def _first_metric(
-    scenario: Scenario, identity: str, config: StrategyConfig
-) -> tuple[str | None, str]:
-    """Build the attack on the public data and ask for its first query: (metric, or None and
-    why it cannot start)."""
-    from biasleak.sim.world import developer_context
-
-    context = developer_context(scenario, identity, config.kind)  # type: ignore[attr-defined]
-    if config.kind in PROXY_KINDS and context.proxy is None:  # type: ignore[attr-defined]
-        return None, (
-            "it needs an external labelled sample, and this data set has none (its training "
-            "split holds the audit people)"
-        )
-    try:
-        strategy = build_strategies(config, context, identity)[0][1]
-        now = 0.0
-        for _ in range(PROBE_STEPS):
-            action = strategy.next_action(now)
-            if isinstance(action, Submit):
-                return action.metric, ""
-            if isinstance(action, Stop):
-                return None, f"it stops before asking anything ({action.reason})"
-            if isinstance(action, Wait):
-                now = max(now, action.until)
-    except Exception as err:  # an attack that cannot start on this data
-        return None, f"it cannot start on this data ({type(err).__name__}: {err})"
-    return None, f"it asks nothing in its first {PROBE_STEPS} actions"
-
-
-def _identity(scenario: Scenario, kind: str) -> str:
-    taken = {d.id for d in scenario.developers}
-    identity = kind
-    while identity in taken or any(t.startswith(f"{identity}.") for t in taken):
-        identity = f"redteam-{identity}"
-    return identity
-
-
-def plan_attacks(scenario: Scenario, kinds: list[str] | None = None) -> list[AttackPlan]:
-    """Which attacks apply to the scenario, each as the developer it becomes, or why not.
-
-    ``kinds`` defaults to the scenario's ``red_team.attacks`` (every attack kind without one).
-    """
-    if kinds is None:
-        kinds = scenario.red_team.kinds() if scenario.red_team is not None else list(ATTACK_KINDS)
-    unknown = [k for k in kinds if k not in ATTACK_KINDS and k not in ISOLATED_KINDS]
-    if unknown:
-        raise ValueError(f"unknown attack kinds {unknown}; allowed: {list(ATTACK_KINDS)}")
-    answered = list(scenario.compliance.metrics)
-    plans = []
-    for kind in kinds:
-        config, reason = _config(scenario, kind)
-        if config is None:
-            plans.append(AttackPlan(kind, None, reason))
-            continue
-        identity = _identity(scenario, kind)
-        metric, why = _first_metric(scenario, identity, config)
-        if metric is None:
-            plans.append(AttackPlan(kind, None, why))
-        elif metric not in answered:
-            plans.append(
-                AttackPlan(
-                    kind, None, f"it asks for metric {metric!r}; the policy answers {answered}"
-                )
-            )
-        else:
-            developer = DeveloperConfig(
-                id=identity, organization=ORGANIZATION.format(kind=kind), strategy=config
-            )
-            plans.append(AttackPlan(kind, developer, None, metric))
-    return plans
-
-
-def world_of(scenario: Scenario, plan: AttackPlan) -> Scenario:
-    """The world one attack runs in: the scenario's honest developers and that attacker."""
-    if plan.developer is None:
-        raise ValueError(f"attack {plan.kind!r} does not apply: {plan.reason}")
-    honest = [d for d in scenario.developers if d.strategy.kind in NOT_ATTACKS]
-    return scenario.model_copy(
-        update={
-            "name": f"{scenario.name}.redteam.{plan.kind}",
-            "developers": [*honest, plan.developer],
-            "red_team": None,
-            "grid": None,
-        }
-    )
 
 
 def _run_world(world: dict[str, Any], seed: int, log_dir: str) -> dict[str, Any]:
@@ -369,59 +195,6 @@ def run_red_team(
     return RedTeamResult(scenario.name, run_seed, records, strongest(records))
 
 
-def _f(value: Any, spec: str) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, float) and math.isinf(value):
-        return "inf"
-    return format(value, spec)
-
-
-def format_red_team(result: RedTeamResult) -> str:
-    """The red team's findings as a table: the strongest attack first, then every attack."""
-    best = result.strongest
-    lines = [f"red team of scenario {result.scenario} (seed {result.seed})"]
-    if best is None:
-        lines.append("strongest attack: none (no applicable attack made an estimate)")
-    else:
-        ceiling = best.get("leakage_ceiling")
-        lines.append(
-            f"strongest attack: {best['kind']}, leakage {best['leakage']:.1f}%, revealed "
-            f"{_f(best.get('revealed'), 'd')}"
-            + (f" (ceiling {_f(ceiling, '.1f')}%)" if ceiling is not None else "")
-        )
-    header = (
-        f"{'attack':<22} {'leakage':>8} {'ceiling':>8} {'revealed':>8} {'answered':>8} "
-        f"{'refused':>7} {'eps spent':>9} {'median |err|':>12} {'honest agree':>12}  notes"
-    )
-    lines += [header, "-" * len(header)]
-    for r in result.attacks:
-        mark = "*" if best is not None and r["kind"] == best["kind"] else " "
-        name = f"{mark}{r['kind']}"
-        if not r["applicable"]:
-            lines.append(f"{name:<22} {'not applicable':>17}  {r['reason']}")
-            continue
-        agrees = [h["deployed_agrees"] for h in r["honest"].values()]
-        known = [a for a in agrees if a is not None]
-        agree = f"{100 * sum(known) / len(known):.0f}%" if known else "-"
-        notes = [f"metric {r['metric']}"]
-        if r.get("stopped"):
-            notes.append(f"stopped: {r['stopped']}")
-        if r.get("error"):
-            notes.append(f"error: {r['error']}")
-        leak = "-" if r["leakage"] is None else f"{r['leakage']:.1f}%"
-        ceiling = "-" if r.get("leakage_ceiling") is None else f"{r['leakage_ceiling']:.1f}%"
-        lines.append(
-            f"{name:<22} {leak:>8} {ceiling:>8} {_f(r['revealed'], 'd'):>8} "
-            f"{r['answered']:>8} {r['refused']:>7} {_f(r['epsilon_spent'], '.3g'):>9} "
-            f"{_f(r['median_abs_error'], '.4g'):>12} {agree:>12}  {'; '.join(notes)}"
-        )
-    lines.append("* strongest attack (highest leakage; ties by people revealed)")
-    return "\n".join(lines)
-
-
 # -- the strongest attack per policy, over seeds (compare and report) ------------------------------
 
 
@@ -486,20 +259,3 @@ def strongest_over_runs(
         "revealed": None if best is None else best["revealed"],
         "leakage_ceiling": None if best is None else best["leakage_ceiling"],
     }
-
-
-def format_strongest(rows: list[dict[str, Any]]) -> str:
-    """Per policy, the strongest attack and its leakage (the ceiling beside it when known)."""
-    header = (
-        f"{'scenario':<24} {'attacks of':<10} {'runs':>4} {'strongest attack':<32} "
-        f"{'leakage %':>13} {'ceiling %':>9}"
-    )
-    lines = ["strongest attack per policy", header, "-" * len(header)]
-    for r in rows:
-        leak = "-" if r["leakage"] is None else f"{r['leakage']:.1f} ± {r['leakage_sd'] or 0.0:.1f}"
-        ceiling = "-" if r["leakage_ceiling"] is None else f"{r['leakage_ceiling']:.1f}"
-        lines.append(
-            f"{r['scenario']:<24} {r['source']:<10} {r['runs']:>4} {r['attack'] or '-':<32} "
-            f"{leak:>13} {ceiling:>9}"
-        )
-    return "\n".join(lines)

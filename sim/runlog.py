@@ -35,9 +35,8 @@ either: the logger call raises :class:`LogLimitExceeded`, which names the scenar
 the limit, and the file keeps only whole lines (the refused event is not written). The byte limit
 counts the header and the events; the summary line comes on top.
 
-Reading. :func:`read_log` yields one dict per line and stops at a truncated last line; a line that
-is not JSON, or JSON but not an object, raises :class:`LogFormatError` naming the line number in
-the file.
+Reading a log back (:func:`read_log`, :class:`LogFormatError`) is the concern of
+:mod:`biasleak.sim.runlog_read`; this module keeps those names importable too.
 """
 
 from __future__ import annotations
@@ -47,12 +46,14 @@ import json
 import math
 import os
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
 import numpy as np
 import structlog
+
+from biasleak.sim.runlog_read import OPEN_LOGS, LogFormatError, read_log
 
 try:
     import fcntl
@@ -105,15 +106,6 @@ class LogLimitExceeded(ValueError):
         """The limit, in events or bytes."""
         self.reached = reached
         """The count the refused event would have reached."""
-
-
-class LogFormatError(ValueError):
-    """A line of a run log that is not a JSON object; ``line`` is its number in the file."""
-
-    def __init__(self, line: int, problem: str) -> None:
-        super().__init__(f"line {line}: {problem}")
-        self.line = line
-        """The line's number in the file, from 1."""
 
 
 def log_stem(stem: str) -> str:
@@ -231,11 +223,6 @@ def _finish(writer: _LineBuffer, pid: int) -> None:
         writer.close()
 
 
-# Logs being written by this process, by resolved path (the path asked for, too, when the run
-# got another name): read_log writes out their waiting lines and reads the file being written.
-_OPEN: weakref.WeakValueDictionary[str, _LineBuffer] = weakref.WeakValueDictionary()
-
-
 def _same_file(fd: int, path: Path) -> bool:
     try:
         named = path.stat()
@@ -311,10 +298,10 @@ class RunLog:
         # also on an interpreter exit that skipped abort() and close(): no waiting line is lost
         self._finish = weakref.finalize(self, _finish, self._writer, os.getpid())
         self._keys = [str(self.path.resolve())]
-        _OPEN[self._keys[0]] = self._writer
+        OPEN_LOGS[self._keys[0]] = self._writer
         requested = str(Path(path).resolve())
-        if requested not in _OPEN:  # a reader that asks for the name this run wanted
-            _OPEN[requested] = self._writer
+        if requested not in OPEN_LOGS:  # a reader that asks for the name this run wanted
+            OPEN_LOGS[requested] = self._writer
             self._keys.append(requested)
         line = dumps({"event": "header", "seq": 0, "arrays": self.arrays_path.name, **header})
         self._bytes = len(line) + len(os.linesep)
@@ -372,8 +359,8 @@ class RunLog:
 
     def _release(self) -> None:
         for key in self._keys:
-            if _OPEN.get(key) is self._writer:
-                del _OPEN[key]
+            if OPEN_LOGS.get(key) is self._writer:
+                del OPEN_LOGS[key]
         self._finish()  # flushes and closes (which releases the lock), once
 
     def abort(self) -> None:
@@ -397,45 +384,3 @@ class RunLog:
         self._seq += 1
         self._writer.msg(dumps({"event": "summary", "seq": self._seq, "summary": summary}))
         self._release()
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    return "null" if value is None else "a number"
-
-
-def read_log(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Parse a log file line by line (stops at a truncated last line).
-
-    A log this process is still writing is read up to its last event: the lines waiting in
-    memory are written out first. Raises :class:`LogFormatError` at a line that is not a JSON
-    object.
-    """
-    live = _OPEN.get(str(Path(path).resolve()))
-    if live is not None:
-        live.flush()
-        path = live.path
-    with Path(path).open("rb") as fh:
-        for number, raw in enumerate(fh, start=1):
-            if not raw.endswith(b"\n"):
-                return
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise LogFormatError(
-                    number, f"not UTF-8 text (byte {err.start + 1} of the line)"
-                ) from None
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise LogFormatError(
-                    number, f"not valid JSON: {err.msg} (column {err.colno})"
-                ) from None
-            if not isinstance(record, dict):
-                raise LogFormatError(number, f"not a JSON object but {_kind(record)}")
-            yield record

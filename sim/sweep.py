@@ -18,7 +18,8 @@ a cluster. Results go to ``OUT/``:
 
 - ``results.jsonl``: one line per finished run, appended as runs finish (the record a resumed
   sweep reads);
-- ``results.csv`` (and ``results.parquet`` when pyarrow is installed): one tidy row per run with
+- ``results.csv`` (and ``results.parquet`` when pyarrow is installed): one tidy row per run
+  (:mod:`biasleak.sim.sweep_rows` makes the rows and reads them back) with
   ``run_id``, ``seed``, ``status``, ``error``, every grid key under its dotted path, the proxy-only
   baseline, and for each developer ``<id>.leakage``, ``<id>.answered``, ``<id>.epsilon_spent``,
   ... and the compliance team's ``compliance.*`` figures; for a scenario with a ``red_team``,
@@ -48,7 +49,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Executor
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -66,14 +67,24 @@ from biasleak.sim.scenario import (
     read_yaml,
     scenario_hash,
 )
+from biasleak.sim.sweep_rows import (
+    RED_TEAM_PREFIX,
+    flatten,
+    flatten_red_team,
+    iter_rows,
+    read_rows,
+)
 
 __all__ = [
     "GRID_SEEDS",
+    "RED_TEAM_PREFIX",
     "SweepResult",
     "Task",
     "close_executor",  # with make_executor, from biasleak.sim.executors (they lived here first)
     "expand",
+    "flatten",  # with flatten_red_team and iter_rows, from biasleak.sim.sweep_rows
     "flatten_red_team",
+    "iter_rows",
     "make_executor",
     "run_sweep",
 ]
@@ -157,48 +168,6 @@ def expand(
     return tasks
 
 
-def flatten(summary: dict[str, Any]) -> dict[str, Any]:
-    """A run summary as one flat row (developer figures under ``<id>.<figure>``)."""
-    row: dict[str, Any] = {"proxy_baseline_leakage": summary.get("proxy_baseline_leakage")}
-    for ident, d in summary["developers"].items():
-        for key, value in d.items():
-            if key in ("organization", "strategy", "stopped"):
-                continue
-            if key == "refused":
-                row[f"{ident}.refused"] = sum(value.values())
-                for reason, count in value.items():
-                    row[f"{ident}.refused.{reason}"] = count
-            else:
-                row[f"{ident}.{key}"] = value
-    for key, value in summary["compliance"].items():
-        if key == "refused":
-            row["compliance.refused"] = sum(value.values())
-        elif key != "by_metric":
-            row[f"compliance.{key}"] = value
-    row["auditor.alerts"] = summary["auditor"]["alerts"]
-    return row
-
-
-RED_TEAM_PREFIX = "redteam."
-"""Sweep columns of a scenario's red team start with this."""
-
-
-def flatten_red_team(result: dict[str, Any]) -> dict[str, Any]:
-    """A red team's result (:meth:`~biasleak.sim.redteam.RedTeamResult.to_json`) as columns:
-    ``redteam.strongest`` (its kind), ``redteam.strongest.leakage`` (and ``.revealed``,
-    ``.leakage_ceiling``), and per applicable attack ``redteam.<kind>.leakage`` (and
-    ``.revealed``, ``.leakage_ceiling``)."""
-    best = result.get("strongest") or {}
-    row: dict[str, Any] = {f"{RED_TEAM_PREFIX}strongest": best.get("kind")}
-    for key in ("leakage", "revealed", "leakage_ceiling"):
-        row[f"{RED_TEAM_PREFIX}strongest.{key}"] = best.get(key)
-    for record in result.get("attacks", []):
-        if record.get("applicable"):
-            for key in ("leakage", "revealed", "leakage_ceiling"):
-                row[f"{RED_TEAM_PREFIX}{record['kind']}.{key}"] = record.get(key)
-    return row
-
-
 def run_task(task: Task, log_dir: str) -> dict[str, Any]:
     """Run one task (in a worker); never raises: a failure becomes a row with its error."""
     from biasleak.sim.world import run_scenario
@@ -243,19 +212,6 @@ class SweepResult:
     """Every row of ``results.jsonl`` (earlier runs included)."""
     notes: tuple[str, ...] = ()
     """What the sweep skipped, one line each (Parquet without pyarrow)."""
-
-
-def _read_rows(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a line cut by an interruption
-    return rows
 
 
 def write_tables(out: Path, rows: list[dict[str, Any]]) -> tuple[list[Path], str | None]:
@@ -366,7 +322,7 @@ def run_sweep(
         + "\n",
         encoding="utf-8",
     )
-    earlier = _read_rows(record)
+    earlier = read_rows(record)
     finished = {r["run_id"] for r in earlier if r.get("status") == "ok"}
     todo = [t for t in tasks if t.run_id not in finished]
     stream = sys.stderr if progress == "stderr" else progress
@@ -421,7 +377,7 @@ def run_sweep(
     progress_line.close()
     if stopped is not None:
         with shielded():
-            write_tables(out_dir, _read_rows(record))
+            write_tables(out_dir, read_rows(record))
         raise stopped
     rows = earlier + new_rows
     _, note = write_tables(out_dir, rows)
@@ -435,11 +391,3 @@ def run_sweep(
         rows,
         () if note is None else (note,),
     )
-
-
-def iter_rows(out: str | Path) -> Iterator[dict[str, Any]]:
-    """The latest row of every run id in a sweep's ``results.jsonl``."""
-    latest: dict[str, dict[str, Any]] = {}
-    for row in _read_rows(Path(out) / "results.jsonl"):
-        latest[row["run_id"]] = row
-    yield from latest.values()
