@@ -34,6 +34,9 @@ Modules:
 - :mod:`~biasleak.mechanisms.audit`: private group counts and rates for audit reports
   (add/remove-one-record adjacency);
 - :mod:`~biasleak.mechanisms.digests`: the SHA-256 content digests used everywhere.
+- :mod:`~biasleak.mechanisms.fair`: private fair learning (Jagielski et al. 2019): DP
+  post-processing to equalized odds, and the DP oracle learner; the mathematics only, for the
+  compliance services still to be built on it.
 
 Neighbouring rule, unless a function says otherwise: two audit sets differ in ONE person's
 protected attribute; features and labels are shared.

@@ -194,7 +194,9 @@ def kov_optimal_homogeneous(
         # e^{(k-l)eps} - e^{(k-2i+l)eps} = e^{(k-l)eps} (1 - e^{-2(i-l)eps})
         log_terms = log_binom + (k_ - l_) * eps + np.log(-np.expm1(-2.0 * (i - l_) * eps))
         delta_i = math.exp(float(special.logsumexp(log_terms)) - log_norm)
-        return -math.expm1(log_keep + math.log1p(-min(delta_i, 1.0)))
+        if delta_i >= 1.0:  # rounding at a huge eps: nothing is bounded at this i
+            return 1.0
+        return -math.expm1(log_keep + math.log1p(-delta_i))
 
     lo, hi = 0, k_ // 2  # total_delta increases with i: find the largest i within budget
     if total_delta(0) > budget:

@@ -790,3 +790,9 @@ def test_kov_optimal_agrees_with_the_privacy_loss_distribution_library(
         assert pld.get_delta_for_epsilon(kov_eps - 2 * eps) > budget
     # the continuous optimum is at most KOV's grid point
     assert pld.get_epsilon_for_delta(budget) <= kov_eps + 1e-6
+
+
+def test_kov_optimal_survives_a_huge_epsilon() -> None:
+    """At eps = 500 the i = 1 delta rounds to 1 in floating point: that i simply does not fit."""
+    eps, dlt = kov_optimal_homogeneous(500.0, 0.0, 2, delta_budget=1e-6)
+    assert (eps, dlt) == pytest.approx((1000.0, 0.0))

@@ -7,6 +7,7 @@ of a second).
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -219,7 +220,7 @@ def test_an_unreachable_dask_address_is_one_line(
     monkeypatch: pytest.MonkeyPatch,
     address: str,
 ) -> None:
-    pytest.importorskip("distributed")
+    importlib.import_module("distributed")  # in the test extra
     monkeypatch.setattr(executors, "DASK_CONNECT_SECONDS", 1.0)
     scenario = _scenario(tmp_path)
     out = tmp_path / "out"
