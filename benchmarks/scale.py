@@ -117,7 +117,7 @@ def child_decode(method: str, subset: int, workers: int | None) -> dict[str, Any
 
 def child_run(models: int, workers: int | None) -> dict[str, Any]:
     """The whole scenario through the simulator (run in its own process)."""
-    from biasleak.agents.strategies import compressed_sensing as cs
+    from biasleak.agents.strategies import regenerated as cs  # where the decode is called
     from biasleak.sim.scenario import load_scenario
     from biasleak.sim.world import run_scenario
 
