@@ -88,7 +88,7 @@ def make_executor(
         return ProcessPoolExecutor(max_workers=workers, initializer=_worker_signals), None
     if kind == "dask":
         try:
-            distributed = require("dask.distributed")
+            distributed = require("distributed")
         except MissingExtra as err:
             raise ValueError(str(err)) from None
         if address:

@@ -499,7 +499,8 @@ def test_make_executor_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
         pool.shutdown()
     with pytest.raises(ValueError, match="executor must be 'process' or 'dask'; received 'ray'"):
         make_executor("ray", workers=2)
-    monkeypatch.setitem(sys.modules, "distributed", None)
+    monkeypatch.setitem(sys.modules, "distributed", None)  # as if the extra were missing
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)  # even if imported before
     with pytest.raises(ValueError, match=re.escape("biasleak[dask]")):
         make_executor("dask", workers=2)
 
