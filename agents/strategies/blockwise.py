@@ -50,6 +50,7 @@ from biasleak.agents.strategies.message_passing import (
     gaussian_channel,
     laplace_channel,
     row_mean_total,
+    starting_scales,
     tilted_prior,
 )
 from biasleak.agents.strategies.model_source import PerturbedModels
@@ -305,15 +306,7 @@ def _iterate(
     level = c * source.scale * norms  # the value x_j takes for a small-group member
     logit_prior = special.logit(np.clip(prior, 1e-12, 1 - 1e-12))
 
-    kind = noise.kind
-    scales = noise.scales(m)
-    learn = scales is None
-    if kind == "none":
-        scales = np.full(m, 1e-6 * max(float(np.abs(y).max()), 1e-300))
-    elif scales is None:
-        mad = float(np.median(np.abs(y - np.median(y))))
-        scales = np.full(m, max(mad, 1e-12 * max(float(np.abs(y).max()), 1e-300)))
-    gaussian = kind in ("gaussian", "none")
+    scales, learn, gaussian = starting_scales(noise, y)
 
     x_hat = prior * level
     tau_x = prior * (1 - prior) * level**2
@@ -341,7 +334,7 @@ def _iterate(
         change = float(np.abs(x_new - x_hat).max()) / top
         x_hat = AMP_DAMPING * x_new + (1 - AMP_DAMPING) * x_hat
         tau_x = AMP_DAMPING * tau_new + (1 - AMP_DAMPING) * tau_x
-        if learn and kind != "none":
+        if learn and noise.kind != "none":
             spread = max(sum(s for _, _, s in parts) / m, 1e-300)
             scales = np.full(m, np.sqrt(spread) if gaussian else spread)
         converged = change < tolerance

@@ -40,6 +40,7 @@ __all__ = [
     "gaussian_channel",
     "laplace_channel",
     "row_mean_total",
+    "starting_scales",
     "tilted_prior",
 ]
 
@@ -199,6 +200,26 @@ def row_mean_total(
     return flat + weight * (centre / c - flat)
 
 
+def starting_scales(
+    noise: NoiseModel, y: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], bool, bool]:
+    """(per-answer noise scales to start from, whether to learn them, whether the channel is
+    Gaussian) for the centred answers ``y``.
+
+    Exact answers get a tiny Gaussian channel; a noise model without a public scale starts from
+    the robust spread of the answers (signal plus noise: an upper bound) and is learned.
+    """
+    m = y.shape[0]
+    scales = noise.scales(m)
+    learn = scales is None
+    if noise.kind == "none":
+        scales = np.full(m, 1e-6 * max(float(np.abs(y).max()), 1e-300))
+    elif scales is None:
+        mad = float(np.median(np.abs(y - np.median(y))))
+        scales = np.full(m, max(mad, 1e-12 * max(float(np.abs(y).max()), 1e-300)))
+    return scales, learn, noise.kind in ("gaussian", "none")
+
+
 def amp(
     H: NDArray[np.float64],
     eta: NDArray[np.float64],
@@ -249,16 +270,7 @@ def amp(
     level = c * norms  # the value x_j takes for a small-group member
     logit_prior = special.logit(np.clip(prior, 1e-12, 1 - 1e-12))
 
-    kind = noise.kind
-    scales = noise.scales(m)
-    learn = scales is None
-    if kind == "none":
-        scales = np.full(m, 1e-6 * max(float(np.abs(y).max()), 1e-300))
-    elif scales is None:
-        # robust spread of the centred answers: signal plus noise, an upper bound to start from
-        mad = float(np.median(np.abs(y - np.median(y))))
-        scales = np.full(m, max(mad, 1e-12 * max(float(np.abs(y).max()), 1e-300)))
-    gaussian = kind in ("gaussian", "none")
+    scales, learn, gaussian = starting_scales(noise, y)
 
     x_hat = prior * level
     tau_x = prior * (1 - prior) * level**2
@@ -283,7 +295,7 @@ def amp(
         change = float(np.abs(x_new - x_hat).max()) / max(float(level.max()), 1e-300)
         x_hat = AMP_DAMPING * x_new + (1 - AMP_DAMPING) * x_hat
         tau_x = AMP_DAMPING * tau_new + (1 - AMP_DAMPING) * tau_x
-        if learn and kind != "none":
+        if learn and noise.kind != "none":
             if gaussian:
                 scales = np.full(m, math.sqrt(max(float(moment.mean()), 1e-300)))
             else:
