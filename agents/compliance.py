@@ -10,6 +10,12 @@ external auditor may read (submitted models and outcome, never the attribute), a
 For an :class:`~biasleak.agents.messages.Alert` from the auditor it applies the scenario's
 reaction: ``log_only``, ``warn`` (a notice to the developer), ``suspend_identity`` or
 ``suspend_organization`` (later queries are refused with reason ``suspended``).
+
+For a :class:`~biasleak.agents.messages.ServiceRequest` (a private fair-learning service) it
+spends ``answer_hours`` too, lets its :class:`~biasleak.agents.services.ServiceDesk` check, run and
+charge the service against the same policy state, logs ``service_answered`` (public facts) and
+``service_internal`` (marked ``internal``) or ``service_refused``, and replies with a
+:class:`~biasleak.agents.messages.ServiceResult` or a refusal.
 """
 
 from __future__ import annotations
@@ -20,8 +26,19 @@ from typing import Any, Final
 import numpy as np
 import simpy
 
-from biasleak.agents.messages import Alert, Answer, Envelope, Mailbox, Notice, Query, Refusal
+from biasleak.agents.messages import (
+    Alert,
+    Answer,
+    Envelope,
+    Mailbox,
+    Notice,
+    Query,
+    Refusal,
+    ServiceRequest,
+    ServiceResult,
+)
 from biasleak.agents.querylog import QueryLog, QueryRecord
+from biasleak.agents.services import ServiceDesk, ServiceSpec
 from biasleak.mechanisms.policy import AuditSet, Policy, PolicyState, Request, decide
 
 __all__ = ["ALERT_REACTIONS", "Compliance", "QueryRecord"]
@@ -49,6 +66,8 @@ class Compliance:
         latency: float = 0.0,
         on_alert: str = "log_only",
         keep_predictions: bool = True,
+        services: tuple[ServiceSpec, ...] = (),
+        features: np.ndarray | None = None,
     ) -> None:
         if on_alert not in ALERT_REACTIONS:
             raise ValueError(f"on_alert must be one of {list(ALERT_REACTIONS)}; got {on_alert!r}")
@@ -75,6 +94,11 @@ class Compliance:
         """Developer identity -> mailbox for notices."""
         self.organizations: dict[str, str] = {}
         """Developer identity -> organisation, for organisation-wide notices."""
+        self.services = ServiceDesk(
+            tuple(services), protected=audit.protected, labels=audit.labels, features=features
+        )
+        """The fair-learning services offered (``features``: the audit set's encoded features,
+        which the oracle learner runs on)."""
         self.process = env.process(self.run())
 
     def register(self, identity: str, organization: str, inbox: Mailbox) -> None:
@@ -92,6 +116,11 @@ class Compliance:
                 reply = self._answer(message)
                 if envelope.reply is not None:
                     self.mailbox.reply(envelope.reply, reply)
+            elif isinstance(message, ServiceRequest):
+                yield self.env.timeout(self.answer_hours)
+                served = self._serve(message)
+                if envelope.reply is not None:
+                    self.mailbox.reply(envelope.reply, served)
             elif isinstance(message, Alert):
                 self._react(message)
             del envelope, message  # a large batch must not live until the next one arrives
@@ -180,6 +209,43 @@ class Compliance:
             decision.delta_charged,
             decision.sampler,
         )
+
+    def _serve(self, request: ServiceRequest) -> ServiceResult | Refusal:
+        outcome = self.services.serve(
+            request, policy=self.policy, state=self.state, rng=self._rng, now=self.env.now
+        )
+        reply = outcome.reply
+        if isinstance(reply, Refusal):
+            self.log.info(
+                "service_refused",
+                query_id=request.query_id,
+                sender=request.sender,
+                organization=request.organization,
+                service=request.service,
+                reason=reply.reason,
+                detail=reply.detail,
+            )
+            return reply
+        self.log.info(
+            "service_answered",
+            query_id=request.query_id,
+            sender=request.sender,
+            organization=request.organization,
+            service=request.service,
+            epsilon_charged=reply.epsilon_charged,
+            delta_charged=reply.delta_charged,
+            disparate_treatment=reply.disparate_treatment,
+            **outcome.public,
+        )
+        self.log.info(
+            "service_internal",
+            internal=True,
+            query_id=request.query_id,
+            sender=request.sender,
+            service=request.service,
+            **outcome.internal,
+        )
+        return reply
 
     def _react(self, alert: Alert) -> None:
         self.log.info(

@@ -4,7 +4,11 @@ Each step it asks the strategy for an action. For :class:`~biasleak.agents.strat
 spends the preparation time (training), sends a :class:`~biasleak.agents.messages.Query` to the
 compliance agent's mailbox and waits for the reply or a timeout; a rate-limit refusal with a
 ``retry_after`` is honoured by waiting and re-sending the same models (when ``retry_rate_limited``);
-every other reply goes back to the strategy. It stops when the strategy says so, when the strategy
+every other reply goes back to the strategy. For
+:class:`~biasleak.agents.strategies.base.RequestService` it sends a
+:class:`~biasleak.agents.messages.ServiceRequest`, waits, and hands the
+:class:`~biasleak.agents.messages.ServiceResult` to the strategy (a refusal, as for queries,
+through ``on_refusal``). It stops when the strategy says so, when the strategy
 raises (logged as an error event; the other agents go on), or when the simulation's horizon ends.
 
 Whenever the strategy has a new estimate of the protected attribute the process hands it to the
@@ -20,8 +24,18 @@ from typing import Any
 import numpy as np
 import simpy
 
-from biasleak.agents.messages import Answer, Envelope, Mailbox, Notice, Query, Refusal
+from biasleak.agents.messages import (
+    Answer,
+    Envelope,
+    Mailbox,
+    Notice,
+    Query,
+    Refusal,
+    ServiceRequest,
+    ServiceResult,
+)
 from biasleak.agents.strategies import AnswerInfo, Estimate, Stop, Strategy, Submit, Wait
+from biasleak.agents.strategies.base import RequestService
 from biasleak.mechanisms.digests import array_digest
 from biasleak.mechanisms.digests import model_digest as policy_digest
 
@@ -132,6 +146,20 @@ class Developer:
             if isinstance(action, Wait):
                 yield env.timeout(max(action.until - env.now, 0.0))
                 continue
+            if isinstance(action, RequestService):
+                if action.prepare_hours > 0:
+                    yield env.timeout(action.prepare_hours)
+                served = yield from self._request_service(action)
+                del action
+                if isinstance(served, ServiceResult):
+                    ok, _ = self._call(
+                        "on_service_result", self.strategy.on_service_result, served, env.now
+                    )
+                else:
+                    ok, _ = self._call("on_refusal", self.strategy.on_refusal, served, env.now)
+                if not ok:
+                    return
+                continue
             if not isinstance(action, Submit):
                 self.log.error(
                     "strategy_error",
@@ -161,6 +189,61 @@ class Developer:
                 ok, _ = self._call("on_refusal", self.strategy.on_refusal, reply, env.now)
                 if not ok:
                     return
+
+    def _request_service(
+        self, action: RequestService
+    ) -> Generator[simpy.Event, Any, ServiceResult | Refusal]:
+        """Send a service request and return the result or the refusal."""
+        env = self.env
+        self._count += 1
+        request = ServiceRequest(
+            f"{self.identity}-{self._count}",
+            self.identity,
+            self.organization,
+            env.now,
+            action.service,
+            action.base_predictions,
+            action.learner,
+        )
+        self.log.info(
+            "service_requested",
+            query_id=request.query_id,
+            service=request.service,
+            learner=request.learner,
+        )
+        reply_event = env.event()
+        self.compliance.send(Envelope(request, reply_event))
+        outcome = yield reply_event | env.timeout(self.timeout_hours)
+        if reply_event not in outcome:
+            self.log.info(
+                "service_timeout", query_id=request.query_id, waited_hours=self.timeout_hours
+            )
+            return Refusal(
+                request.query_id,
+                "timeout",
+                f"no reply within {self.timeout_hours:g} hours",
+                None,
+                env.now,
+            )
+        reply = outcome[reply_event]
+        if isinstance(reply, ServiceResult):
+            self.log.info(
+                "service_received",
+                query_id=request.query_id,
+                service=reply.service,
+                epsilon_charged=reply.epsilon_charged,
+                delta_charged=reply.delta_charged,
+                disparate_treatment=reply.disparate_treatment,
+            )
+        else:
+            self.log.info(
+                "service_refusal_received",
+                query_id=request.query_id,
+                service=request.service,
+                reason=reply.reason,
+                detail=reply.detail,
+            )
+        return reply
 
     def _exchange(self, action: Submit) -> Generator[simpy.Event, Any, Answer | Refusal]:
         """Send the query (again after each rate-limit wait) and return the final reply."""

@@ -7,6 +7,10 @@ a message, not an exception across processes. The external auditor sends :class:
 messages to the compliance agent, which may answer a developer's next query with a ``suspended``
 refusal, and may send a developer a :class:`Notice` (a warning).
 
+Besides metric queries, a developer may ask for a private fair-learning service
+(:mod:`biasleak.agents.services`) with a :class:`ServiceRequest`; the compliance agent replies with
+a :class:`ServiceResult` (the public outcome of the service) or a :class:`Refusal`.
+
 Time is simulated hours (floats). A :class:`Mailbox` is a :class:`simpy.Store` with a delivery
 latency: :meth:`Mailbox.send` starts a tiny process that waits the latency and then puts the
 message, so the sender is never blocked.
@@ -36,6 +40,8 @@ __all__ = [
     "Notice",
     "Query",
     "Refusal",
+    "ServiceRequest",
+    "ServiceResult",
 ]
 
 REFUSAL_REASONS: Final[dict[str, str]] = {
@@ -115,6 +121,59 @@ class Refusal:
     """Simulated time the refusal was sent."""
 
 
+@dataclass(frozen=True, eq=False)
+class ServiceRequest:
+    """A developer's request for a private fair-learning service (:mod:`~biasleak.agents.services`).
+
+    For ``dp_postprocessing`` the submission is the base model's 0/1 predictions on the audit set;
+    for ``dp_oracle_learner`` it is only the learner chosen from the service's menu (the learner
+    runs on the compliance side, because its per-person costs depend on the attribute).
+    """
+
+    query_id: str
+    """Unique id, ``"<sender>-<number>"`` (shared with the sender's queries)."""
+    sender: str
+    """Developer identity."""
+    organization: str
+    """The developer's organisation (budgets may be shared across it)."""
+    sent_at: float
+    """Simulated time (hours) the request was sent."""
+    service: str
+    """``dp_postprocessing`` or ``dp_oracle_learner``."""
+    base_predictions: NDArray[np.int8] | None = field(default=None, repr=False)
+    """Post-processing: the base model's 0/1 predictions on the audit set, shape (n,)."""
+    learner: str | None = None
+    """Oracle learner: the learner the developer picks from the menu (``least_squares``)."""
+
+
+@dataclass(frozen=True, eq=False)
+class ServiceResult:
+    """The public outcome of a fair-learning service: a function of noisy statistics only."""
+
+    query_id: str
+    """The request answered."""
+    service: str
+    """Which service ran."""
+    epsilon_charged: float
+    """Epsilon charged (``inf`` for the non-private service)."""
+    delta_charged: float
+    """Delta charged."""
+    disparate_treatment: bool
+    """Whether the delivered model needs the attribute at decision time (then the compliance
+    team applies it as a scoring service)."""
+    mixing: NDArray[np.float64] | None = field(default=None, repr=False)
+    """Post-processing: ``P[Y' = 1 | Yhat = yhat, A = a]``, shape (2, 2)."""
+    coefficients: NDArray[np.float64] | None = field(default=None, repr=False)
+    """Oracle learner: (T, d) weights of the mixture's A-blind linear classifiers, over the
+    encoded features (the training split's encoding, which both sides can rebuild)."""
+    intercepts: NDArray[np.float64] | None = field(default=None, repr=False)
+    """Oracle learner: (T,) intercepts."""
+    noisy_violations: NDArray[np.float64] | None = field(default=None, repr=False)
+    """Oracle learner: (T, 1, 2) per-round released violations (FPR gap, TPR gap)."""
+    answered_at: float = 0.0
+    """Simulated time the result was sent."""
+
+
 @dataclass(frozen=True)
 class Alert:
     """An external auditor's finding about a developer or organisation."""
@@ -152,7 +211,7 @@ class Notice:
 class Envelope:
     """A message in a mailbox, with the event to trigger with the reply (if one is expected)."""
 
-    message: Query | Alert | Notice
+    message: Query | ServiceRequest | Alert | Notice
     """The message."""
     reply: simpy.Event | None = None
     """Triggered by the receiver with an Answer or a Refusal."""
@@ -184,14 +243,14 @@ class Mailbox:
         yield self.env.timeout(self.latency)
         yield self.store.put(envelope)
 
-    def reply(self, event: simpy.Event, message: Answer | Refusal) -> None:
+    def reply(self, event: simpy.Event, message: Answer | ServiceResult | Refusal) -> None:
         """Trigger a reply event after the latency (replies travel as slowly as requests)."""
         if self.latency == 0.0:
             event.succeed(message)
         else:
             self.env.process(self._reply(event, message))
 
-    def _reply(self, event: simpy.Event, message: Answer | Refusal):  # type: ignore[no-untyped-def]
+    def _reply(self, event: simpy.Event, message: Answer | ServiceResult | Refusal):  # type: ignore[no-untyped-def]
         yield self.env.timeout(self.latency)
         if not event.triggered:
             event.succeed(message)

@@ -8,6 +8,7 @@ estimate.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,19 @@ _SCORES = (
     "tpr_at_1pct_fpr",
 )
 """The scores of an ``evaluation`` event a developer's summary keeps from its latest one."""
+
+_SERVICE_SCORES = (
+    "service",
+    "error",
+    "eo_violation",
+    "base_error",
+    "base_eo_violation",
+    "disparate_treatment",
+)
+"""What a developer's summary keeps of its ``service_evaluation`` event."""
+
+_TABLE_CELLS = 8
+"""Cells of the post-processing table (prediction x group x label), released together."""
 
 
 class Tally:
@@ -135,6 +149,36 @@ class Tally:
     def alert_raised(self, e: dict[str, Any]) -> None:
         self.alerts[e["detector"]] += 1
 
+    # -- private fair-learning services (biasleak.agents.services) ---------------------------
+
+    def service_received(self, e: dict[str, Any]) -> None:
+        if (d := self._sender(e)) is not None:
+            d["epsilon_spent"] += _number(e["epsilon_charged"])
+
+    def service_refusal_received(self, e: dict[str, Any]) -> None:
+        if (d := self._sender(e)) is not None:
+            d["refused"][e["reason"]] = d["refused"].get(e["reason"], 0) + 1
+
+    def service_timeout(self, e: dict[str, Any]) -> None:
+        if (d := self._sender(e)) is not None:
+            d["refused"]["timeout"] = d["refused"].get("timeout", 0) + 1
+
+    def service_answered(self, e: dict[str, Any]) -> None:
+        """A service ran: its charge, and its releases for the ceilings."""
+        self.epsilon_spent += _number(e["epsilon_charged"])
+        for spec in _service_releases(e):
+            self.releases[e["sender"]].append(spec)
+            if e.get("organization") is not None:
+                self.org_releases[e["organization"]].append(spec)
+
+    def service_refused(self, e: dict[str, Any]) -> None:
+        self.refused[e["reason"]] += 1
+
+    def service_evaluation(self, e: dict[str, Any]) -> None:
+        """The evaluator scored a service user's final model on people outside the audit set."""
+        if e.get("developer") in self.developers:
+            self.developers[e["developer"]]["service"] = {k: e[k] for k in _SERVICE_SCORES}
+
     def honest_outcome(self, ident: str) -> dict[str, Any]:
         """``deployed``, ``deployed_agrees`` and ``metric_error`` of an honest developer.
 
@@ -181,6 +225,12 @@ HANDLERS: dict[str, Callable[[Tally, dict[str, Any]], None]] = {
     "query_refused": Tally.query_refused,
     "release_internal": Tally.release_internal,
     "alert_raised": Tally.alert_raised,
+    "service_received": Tally.service_received,
+    "service_refusal_received": Tally.service_refusal_received,
+    "service_timeout": Tally.service_timeout,
+    "service_answered": Tally.service_answered,
+    "service_refused": Tally.service_refused,
+    "service_evaluation": Tally.service_evaluation,
 }
 """The events a summary counts, by kind; every other kind (a summary line too) is skipped."""
 
@@ -303,6 +353,22 @@ def _release(event: dict[str, Any], bounding: str, sampler: str) -> ReleaseSpec 
         mechanism = "exact"
     delta = _number(event.get("delta_charged", 0.0) or 0.0)
     return ReleaseSpec(mechanism, epsilon, delta, fresh, bounding)
+
+
+def _service_releases(event: dict[str, Any]) -> list[ReleaseSpec]:
+    """The releases of one ``service_answered`` event, for the ceilings.
+
+    Post-processing releases the table's cells together at ``epsilon`` (pure; several values at
+    once: the generic pure PLD); the oracle learner composes 2T vector Laplace mechanisms at the
+    per-mechanism epsilon it logged. A non-private service (``epsilon = inf``) is exact.
+    """
+    epsilon = _number(event["epsilon_charged"])
+    if math.isinf(epsilon):
+        return [ReleaseSpec("exact", math.inf)]
+    if event["service"] == "dp_postprocessing":
+        return [ReleaseSpec("laplace", epsilon, 0.0, _TABLE_CELLS)]
+    per = _number(event["per_mechanism_epsilon"])
+    return [ReleaseSpec("laplace", per, 0.0, 2)] * (2 * int(event["rounds"]))
 
 
 def _number(value: Any) -> float:

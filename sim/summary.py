@@ -19,7 +19,10 @@ A summary is built in three steps:
    of each estimate; the compliance side's ``query_answered``, ``query_refused`` and
    ``release_internal`` events count its answers, collect each fresh release for the privacy
    accounting and the error of every released value against the exact one; the auditor's
-   ``alert_raised`` events count its alerts.
+   ``alert_raised`` events count its alerts. The fair-learning services' events
+   (``service_received``, ``service_answered``, ``service_refused``, ...) add their charges and
+   releases, and the evaluator's ``service_evaluation`` events the scores of the models they
+   delivered.
 2. The ceilings: the releases a developer (or all the identities of an organisation together)
    received are composed into one privacy-loss distribution, which proves how much leakage no
    attacker can exceed (see :mod:`biasleak.mechanisms.ceiling`).
@@ -52,6 +55,7 @@ __all__ = [
     "OrganizationSummary",
     "PrivacyLoss",
     "RunSummary",
+    "ServiceSummary",
     "summarize",
 ]
 
@@ -69,6 +73,24 @@ class PrivacyLoss(TypedDict):
     """1e-6 (0 without any answer, or when only basic composition is reported)."""
     pure_epsilon: float | Literal["inf"] | None
     """The sum of the epsilons when every answer was pure eps-DP, else null."""
+
+
+@with_config(_STRICT)
+class ServiceSummary(TypedDict):
+    """The model a fair-learning service delivered, scored on people outside the audit set."""
+
+    service: str
+    """``dp_postprocessing`` or ``dp_oracle_learner``."""
+    error: float
+    """Expected error of the model the developer ends with."""
+    eo_violation: float
+    """Its equalized-odds violation: max of the FPR and TPR gaps (expected rates)."""
+    base_error: float
+    """Error of the developer's base model (thresholded at 0.5) on the same people."""
+    base_eo_violation: float
+    """Equalized-odds violation of the base model."""
+    disparate_treatment: bool
+    """Whether the deployed model needs the attribute at decision time."""
 
 
 @with_config(_STRICT)
@@ -142,6 +164,9 @@ class DeveloperSummary(TypedDict):
     candidate been answered exactly (null when some answer came from the cache)."""
     metric_error: NotRequired[float | None]
     """Honest developers only: mean |answered - exact| over its answered candidates."""
+    service: NotRequired[ServiceSummary]
+    """Developers that received a fair-learning service only: its model, scored on people
+    outside the audit set (the training split), beside its base model."""
 
 
 @with_config(_STRICT)

@@ -6,6 +6,13 @@ compliance agent (holding the protected attribute), one developer process per sc
 optional auditor and the evaluator, runs the SimPy environment until the horizon, and writes the
 run log, whose last line is the summary.
 
+Private fair-learning services (:mod:`biasleak.agents.services`): the compliance agent gets the
+audit set's features in the numeric encoding of :func:`biasleak.agents.models.build_pipeline`
+fitted on the training split (which a developer can rebuild, so both sides agree on what a linear
+classifier's coefficients mean). After the horizon, the evaluator scores the model each service
+user ended with, and its base model, on the training split (people outside the audit set) and
+logs one ``service_evaluation`` event per such developer.
+
 Isolation: the library's own strategies run in this process, for speed; a plugin (a strategy from
 outside the package, :mod:`biasleak.agents.strategies.plugin`) runs in a sandboxed process of its
 own, which the run stops when it ends. The data shared by the runs of one process are immutable
@@ -37,8 +44,10 @@ from biasleak.agents.models import build_pipeline, train_base_model
 from biasleak.agents.public import PublicView
 from biasleak.agents.strategies import PROXY_KINDS, DeveloperContext, build_strategies
 from biasleak.agents.strategies.adaptive import proxy_estimate
+from biasleak.agents.strategies.fair_services import RequestFairTraining, RequestPostprocessing
 from biasleak.agents.strategies.plugin import PluginStrategy
 from biasleak.mechanisms.digests import stable_int
+from biasleak.mechanisms.fair import derived_probabilities, score
 from biasleak.mechanisms.policy import AuditSet
 from biasleak.sim import datasets
 from biasleak.sim.evaluation import Evaluator, leakage, summarize
@@ -142,6 +151,77 @@ def _prepared(
     return data, h0, model.accuracy(data.public.audit), proxy, baseline, _immutable(p)
 
 
+def _dense(matrix: Any) -> NDArray[np.float64]:
+    dense = matrix.toarray() if hasattr(matrix, "toarray") else matrix
+    return np.asarray(dense, dtype=np.float64)
+
+
+@lru_cache(maxsize=8)
+def _encoded(
+    data_json: str, data_seed: int, C: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int8]]:
+    """(audit features, training features, the base model's 0/1 decisions on the training split).
+
+    The features are encoded the way the base model's pipeline encodes them (one-hot categorical
+    columns, standardised numeric ones), fitted on the training split. Computed only for runs
+    with fair-learning services, so other runs do not pay for it.
+    """
+    data, *_ = _prepared(data_json, data_seed, C)
+    train = data.public.train
+    encoder = build_pipeline(train, C=C).named_steps["encode"]
+    encoder.fit(train.features)
+    x_audit = _dense(encoder.transform(data.public.audit.features))
+    x_train = _dense(encoder.transform(train.features))
+    base = (train_base_model(train, C=C).predict_proba(train) >= 0.5).astype(np.int8)
+    return _immutable(x_audit), _immutable(x_train), _immutable(base)
+
+
+_SERVICE_STRATEGIES = (RequestPostprocessing, RequestFairTraining)
+
+
+def _uses_services(resolved: Scenario) -> bool:
+    kinds = {s.kind for s in _SERVICE_STRATEGIES}
+    return bool(resolved.compliance.services) or any(
+        d.strategy.kind in kinds for d in resolved.developers
+    )
+
+
+def _evaluate_services(
+    built: list[tuple[Any, str, Any]],
+    data: Any,
+    encoded: tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int8]],
+    log: Any,
+) -> None:
+    """Score each service user's final model and its base model on the training split."""
+    _, x_train, base = encoded
+    labels, protected = data.public.train.labels, data.train_protected
+    for _, identity, strategy in built:
+        if not isinstance(strategy, _SERVICE_STRATEGIES) or strategy.result is None:
+            continue
+        result = strategy.result
+        if result.mixing is not None:
+            final = derived_probabilities(result.mixing, base, protected=protected)
+        else:
+            assert result.coefficients is not None and result.intercepts is not None
+            scores = x_train @ result.coefficients.T + result.intercepts[None, :]
+            final = np.mean(scores > 0.0, axis=1)
+        fair = score(labels, final, protected=protected)
+        reference = score(labels, base.astype(np.float64), protected=protected)
+        log.info(
+            "service_evaluation",
+            developer=identity,
+            service=result.service,
+            people=int(labels.shape[0]),
+            error=fair.error,
+            eo_violation=fair.eo_violation,
+            fpr_gap=fair.fpr_gap,
+            tpr_gap=fair.tpr_gap,
+            base_error=reference.error,
+            base_eo_violation=reference.eo_violation,
+            disparate_treatment=result.disparate_treatment,
+        )
+
+
 def developer_context(
     scenario: Scenario, identity: str, kind: str, *, seed: int | None = None
 ) -> DeveloperContext:
@@ -233,6 +313,7 @@ def _assemble(
     data: Any,
     built: list[tuple[Any, str, Any]],
     runlog: RunLog,
+    encoded: tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int8]] | None = None,
 ) -> None:
     """Start the compliance agent, the developers and the auditor in ``env``."""
     compliance = Compliance(
@@ -245,6 +326,8 @@ def _assemble(
         latency=resolved.compliance.latency_hours,
         on_alert=resolved.auditor.on_alert,
         keep_predictions=resolved.auditor.enabled,
+        services=resolved.compliance.build_services(),
+        features=None if encoded is None else encoded[0],
     )
     evaluator = Evaluator(data.protected, runlog.logger("evaluator"), keep=runlog.add_array)
     for spec, identity, strategy in built:
@@ -309,9 +392,14 @@ def run_scenario(
     )
     log_path = runlog.path  # another writer may hold the name: this run's own file
     try:
-        _assemble(env, resolved, data, built, runlog)
+        encoded = None
+        if _uses_services(resolved):
+            encoded = _encoded(json.dumps(data_cfg, sort_keys=True), data_seed, resolved.model.C)
+        _assemble(env, resolved, data, built, runlog, encoded)
         env.run(until=resolved.horizon_days * HOURS_PER_DAY)
         runlog.logger("sim").info("horizon_reached")
+        if encoded is not None:
+            _evaluate_services(built, data, encoded, runlog.logger("evaluator"))
         runlog.flush()  # the summary is rebuilt from the file, as replay does
         summary = jsonable(summarize(read_log(log_path)))
     except BaseException:

@@ -11,6 +11,9 @@ one-person answers bit for bit against a naive noise sampler. Adaptive adversari
 ``plugin`` (:mod:`~biasleak.agents.strategies.plugin`) is a strategy written outside the package,
 named by file and class or by an installed entry point, which runs in a sandboxed process of its
 own (:data:`ISOLATED_KINDS`); the library's own strategies run in the simulation's process.
+``request_postprocessing`` and ``request_fair_training``
+(:mod:`~biasleak.agents.strategies.fair_services`) are honest: they ask the compliance team for a
+private fair-learning service instead of fairness numbers.
 
 Each strategy kind has a configuration model (a pydantic model tagged by ``kind``) and a class;
 :data:`STRATEGIES` maps kind names to both, and scenario files build their discriminated union
@@ -40,6 +43,7 @@ from biasleak.agents.strategies.base import (
     AnswerInfo,
     DeveloperContext,
     Estimate,
+    RequestService,
     Stop,
     Strategy,
     StrategyConfig,
@@ -51,6 +55,12 @@ from biasleak.agents.strategies.compressed_sensing import (
     CompressedSensingConfig,
     EoRevealConfig,
     EqualizedOddsRevealConfig,
+)
+from biasleak.agents.strategies.fair_services import (
+    RequestFairTraining,
+    RequestFairTrainingConfig,
+    RequestPostprocessing,
+    RequestPostprocessingConfig,
 )
 from biasleak.agents.strategies.fp_probe import FpProbe, FpProbeConfig
 from biasleak.agents.strategies.full_rank import FullRank, FullRankConfig
@@ -78,6 +88,7 @@ __all__ = [
     "FpProbeConfig",
     "PluginConfig",
     "PluginStrategy",
+    "RequestService",
     "Stop",
     "Strategy",
     "StrategyConfig",
@@ -106,6 +117,8 @@ STRATEGIES: dict[str, tuple[type[StrategyConfig], type[Strategy]]] = {
     "proxy_prior": (ProxyPriorConfig, ProxyPrior),
     "fp_probe": (FpProbeConfig, FpProbe),
     "plugin": (PluginConfig, PluginStrategy),
+    "request_postprocessing": (RequestPostprocessingConfig, RequestPostprocessing),
+    "request_fair_training": (RequestFairTrainingConfig, RequestFairTraining),
 }
 """Strategy kind -> (configuration model, strategy class)."""
 

@@ -1,12 +1,13 @@
 """What a developer strategy is: pure logic that proposes queries and learns from the replies.
 
 A strategy never touches SimPy. The developer process (:mod:`biasleak.agents.developer`) asks it
-for its next :data:`Action` - submit models (:class:`Submit`), wait until a simulated time
-(:class:`Wait`) or stop (:class:`Stop`) - sends what it proposes, and hands every reply back
-through :meth:`Strategy.on_answer` or :meth:`Strategy.on_refusal`. An attacking strategy keeps
-its current guess of everyone's protected attribute in :attr:`Strategy.estimate` (with a
-confidence per person), which the simulation scores against the truth that the strategy never
-sees.
+for its next :data:`Action` - submit models (:class:`Submit`), ask for a private fair-learning
+service (:class:`RequestService`), wait until a simulated time (:class:`Wait`) or stop
+(:class:`Stop`) - sends what it proposes, and hands every reply back through
+:meth:`Strategy.on_answer`, :meth:`Strategy.on_service_result` or :meth:`Strategy.on_refusal`.
+An attacking strategy keeps its current guess of everyone's protected attribute in
+:attr:`Strategy.estimate` (with a confidence per person), which the simulation scores against
+the truth that the strategy never sees.
 
 A strategy is built from its configuration (a pydantic model with a ``kind`` tag, so scenario
 files can name it) and a :class:`DeveloperContext`: the public data, the base model's predictions
@@ -23,13 +24,14 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict
 
-from biasleak.agents.messages import Refusal
+from biasleak.agents.messages import Refusal, ServiceResult
 from biasleak.agents.public import PublicData, PublicView
 
 __all__ = [
     "Action",
     "DeveloperContext",
     "Estimate",
+    "RequestService",
     "Stop",
     "Strategy",
     "StrategyConfig",
@@ -57,6 +59,20 @@ class Submit:
     """What the query is for, for the log (e.g. ``"probe"``, ``"batch 3/8"``)."""
 
 
+@dataclass(frozen=True, eq=False)
+class RequestService:
+    """Ask the compliance team for a fair-learning service (:mod:`biasleak.agents.services`)."""
+
+    service: str
+    """``dp_postprocessing`` or ``dp_oracle_learner``."""
+    base_predictions: NDArray[np.int8] | None = field(default=None, repr=False)
+    """Post-processing: the base model's 0/1 predictions on the audit set."""
+    learner: str | None = None
+    """Oracle learner: the learner chosen from the service's menu."""
+    prepare_hours: float = 0.0
+    """Time spent preparing the submission."""
+
+
 @dataclass(frozen=True)
 class Wait:
     """Do nothing until simulated time ``until``."""
@@ -71,7 +87,7 @@ class Stop:
     reason: str
 
 
-Action = Submit | Wait | Stop
+Action = Submit | RequestService | Wait | Stop
 
 
 @dataclass(frozen=True)
@@ -176,6 +192,10 @@ class Strategy(ABC):
         :data:`~biasleak.agents.messages.REFUSAL_REASONS`), never on the human-readable
         ``refusal.detail``; ``refusal.retry_after`` says when a rate-limited query may succeed.
         """
+
+    def on_service_result(self, result: ServiceResult, now: float) -> None:  # noqa: B027
+        """The last :class:`RequestService` was served (default: ignore it). Refusals of a
+        service request arrive through :meth:`on_refusal`."""
 
     def report(self) -> dict[str, Any]:
         """JSON-safe facts for the developer's final log event."""

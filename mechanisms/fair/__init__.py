@@ -29,6 +29,7 @@ Like the rest of this layer, the modules are pure: arrays in, values out, random
 :class:`numpy.random.Generator`.
 """
 
+from biasleak.mechanisms.fair.budget import RoundBudget, laplace_vector, per_round_epsilon
 from biasleak.mechanisms.fair.evaluation import (
     FairnessScore,
     equalized_odds_violation,
@@ -36,6 +37,7 @@ from biasleak.mechanisms.fair.evaluation import (
     group_rates,
     score,
 )
+from biasleak.mechanisms.fair.oracle import OracleResult, run_oracle_learner
 from biasleak.mechanisms.fair.postprocessing import (
     PostProcessing,
     conditional_rates,
@@ -48,17 +50,11 @@ from biasleak.mechanisms.fair.postprocessing import (
     solve_equalized_odds,
 )
 
-from biasleak.mechanisms.fair.budget import RoundBudget, laplace_vector, per_round_epsilon
-from biasleak.mechanisms.fair.oracle import OracleResult, run_oracle_learner
-
 __all__ = [
-    "OracleResult",
-    "RoundBudget",
-    "laplace_vector",
-    "per_round_epsilon",
-    "run_oracle_learner",
     "FairnessScore",
+    "OracleResult",
     "PostProcessing",
+    "RoundBudget",
     "conditional_rates",
     "count_table",
     "derived_predictions",
@@ -67,8 +63,11 @@ __all__ = [
     "equalized_odds_violation",
     "error_rate",
     "group_rates",
+    "laplace_vector",
+    "per_round_epsilon",
     "project_to_simplex",
     "release_table",
+    "run_oracle_learner",
     "score",
     "solve_equalized_odds",
 ]

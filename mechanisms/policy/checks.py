@@ -23,6 +23,8 @@ REFUSALS: Final[dict[str, str]] = {
     "invalid": "the query cannot be read, or its metric is undefined on the audit set",
     "metric_not_allowed": "the policy does not answer this metric",
     "suspended": "the identity or its organisation is suspended",
+    "service_unavailable": "the compliance team does not offer the requested fair-learning "
+    "service (or not with that learner)",
 }
 """Refusal codes of the always-on checks."""
 

@@ -60,6 +60,15 @@ def format_run(summary: dict[str, Any]) -> str:
                 f"deployed {_f(d.get('deployed'), 'd')} ({agree}), metric error "
                 + _f(d.get("metric_error"), ".4f")
             )
+        service = d.get("service")
+        if service:
+            treatment = ", needs the attribute" if service.get("disparate_treatment") else ""
+            notes.append(
+                f"{service.get('service')}: error {_f(service.get('error'), '.3f')}, EO "
+                f"violation {_f(service.get('eo_violation'), '.3f')} (base "
+                f"{_f(service.get('base_error'), '.3f')} / "
+                f"{_f(service.get('base_eo_violation'), '.3f')}){treatment}"
+            )
         if d.get("error"):
             notes.append(f"error: {d['error']}")
         tail = "; ".join(notes) or "-"

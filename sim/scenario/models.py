@@ -117,7 +117,7 @@ class AuditorConfig(Strict):
 
 # -- red team ------------------------------------------------------------------------------------
 
-NOT_ATTACKS = frozenset({"honest_selection"})
+NOT_ATTACKS = frozenset({"honest_selection", "request_postprocessing", "request_fair_training"})
 """Strategy kinds that do not try to reveal the protected attribute."""
 ATTACK_KINDS: tuple[str, ...] = tuple(
     k for k in STRATEGIES if k not in NOT_ATTACKS and k not in ISOLATED_KINDS

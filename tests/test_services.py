@@ -1,0 +1,205 @@
+"""The private fair-learning services as protocols: compliance desk, developer strategies, world.
+
+The mathematics is tested in ``test_fair_postprocessing.py`` and ``test_fair_oracle.py``; here
+the services run through the policy state (suspensions, budget ledgers), the messages and the
+simulated world, and their outcome is scored in the summary.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+from biasleak.agents.messages import REFUSAL_REASONS, Refusal, ServiceRequest, ServiceResult
+from biasleak.agents.services import OracleLearnerService, PostProcessingService, ServiceDesk
+from biasleak.mechanisms.fair import derived_probabilities, score
+from biasleak.mechanisms.policy import Budget, Policy, PolicyState
+from biasleak.sim.cli import main
+from biasleak.sim.runlog import read_log
+from biasleak.sim.scenario import parse_scenario
+from biasleak.sim.summary import RunSummary, summarize
+from biasleak.sim.world import run_scenario
+
+M = 600
+
+
+def _audit(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Features, labels, attribute and a group-unfair base model's 0/1 predictions."""
+    rng = np.random.default_rng(seed)
+    a = (rng.random(M) < 0.6).astype(np.int64)
+    x = rng.normal(size=(M, 3)) + 0.8 * a[:, None]
+    y = (x[:, 0] + rng.normal(size=M) > 0.5).astype(np.int64)
+    base = (x[:, 0] + 0.5 * x[:, 1] > 0.6).astype(np.int8)
+    return x, y, a, base
+
+
+def _desk(*services: PostProcessingService | OracleLearnerService) -> ServiceDesk:
+    x, y, a, _ = _audit()
+    return ServiceDesk(services, protected=a.astype(bool), labels=y.astype(bool), features=x)
+
+
+def _request(service: str = "dp_postprocessing", n: int = 1, **kw: object) -> ServiceRequest:
+    _, _, _, base = _audit()
+    extra = {"base_predictions": base} if service == "dp_postprocessing" else {}
+    extra.update(kw)  # type: ignore[arg-type]
+    return ServiceRequest(f"pat-{n}", "pat", "o1", 0.0, service, **extra)  # type: ignore[arg-type]
+
+
+def _serve(desk: ServiceDesk, request: ServiceRequest, policy: Policy, state: PolicyState):  # type: ignore[no-untyped-def]
+    return desk.serve(request, policy=policy, state=state, rng=np.random.default_rng(1), now=0.0)
+
+
+def test_exact_postprocessing_equalizes_odds_on_the_audit_set() -> None:
+    _, y, a, base = _audit()
+    desk = _desk(PostProcessingService(math.inf))
+    outcome = _serve(desk, _request(), Policy(), PolicyState())
+    result = outcome.reply
+    assert isinstance(result, ServiceResult) and result.mixing is not None
+    assert result.disparate_treatment and result.epsilon_charged == math.inf
+    derived = derived_probabilities(result.mixing, base, protected=a)
+    before, after = score(y, base, protected=a), score(y, derived, protected=a)
+    assert before.eo_violation > 0.05  # the base model is unfair: the test can fail
+    assert after.eo_violation < 1e-6
+    assert "counts" in outcome.internal and "counts" not in outcome.public
+
+
+def test_a_service_not_offered_is_refused_and_charges_nothing() -> None:
+    desk = _desk(PostProcessingService(1.0))
+    policy = Policy(stages=(Budget(epsilon=5.0),))
+    state = PolicyState()
+    reply = _serve(desk, _request("dp_oracle_learner", learner="least_squares"), policy, state)
+    assert isinstance(reply.reply, Refusal) and reply.reply.reason == "service_unavailable"
+    assert "service_unavailable" in REFUSAL_REASONS
+    assert not state.ledgers or all(
+        ledger.spent == 0 for book in state.ledgers.values() for _, ledger in book.items()
+    )
+    off_menu = _desk(OracleLearnerService(1.0, 1e-6, 0.02, 5.0, 2, min_cell_size=10))
+    reply = _serve(off_menu, _request("dp_oracle_learner", learner="boosting"), policy, state)
+    assert isinstance(reply.reply, Refusal) and reply.reply.reason == "service_unavailable"
+
+
+def test_an_unreadable_submission_or_a_suspended_sender_is_refused() -> None:
+    desk = _desk(PostProcessingService(1.0))
+    bad = _request(base_predictions=np.full(M, 0.3))
+    assert _serve(desk, bad, Policy(), PolicyState()).reply.reason == "invalid"  # type: ignore[union-attr]
+    state = PolicyState()
+    state.suspended_organizations.add("o1")
+    assert _serve(desk, _request(), Policy(), state).reply.reason == "suspended"  # type: ignore[union-attr]
+
+
+def test_a_budget_too_small_refuses_and_charges_nothing() -> None:
+    desk = _desk(PostProcessingService(2.0))
+    policy = Policy(stages=(Budget(epsilon=5.0), Budget(epsilon=1.0, scope="organization")))
+    state = PolicyState()
+    reply = _serve(desk, _request(), policy, state).reply
+    assert isinstance(reply, Refusal) and reply.reason == "budget_exhausted"
+    spent = [ledger.spent for book in state.ledgers.values() for _, ledger in book.items()]
+    assert spent and all(s == 0 for s in spent)
+
+
+def test_charges_add_up_in_every_ledger() -> None:
+    desk = _desk(
+        PostProcessingService(1.0),
+        OracleLearnerService(2.0, 1e-6, 0.02, 5.0, 3, min_cell_size=10),
+    )
+    policy = Policy(stages=(Budget(epsilon=10.0, delta=1e-5, scope="organization"),))
+    state = PolicyState()
+    for n in (1, 2):
+        assert isinstance(_serve(desk, _request(n=n), policy, state).reply, ServiceResult)
+    oracle = _serve(desk, _request("dp_oracle_learner", 3, learner="least_squares"), policy, state)
+    result = oracle.reply
+    assert isinstance(result, ServiceResult) and result.coefficients is not None
+    assert result.coefficients.shape == (3, 3) and not result.disparate_treatment
+    ((_, ledger),) = state.ledgers[0].items()
+    assert ledger.spent == pytest.approx(4.0)
+    assert ledger.remaining_delta == pytest.approx(1e-5 - 1e-6)
+
+
+WORLD = """
+name: services_test
+seed: 3
+horizon_days: 5
+data: {dataset: synthetic, n: 600, minority: 240, features: 3, group_shift: 1.0}
+developers:
+  - {id: pat, organization: o1, strategy: {kind: request_postprocessing}}
+  - {id: ian, organization: o2, strategy: {kind: request_fair_training}}
+  - {id: bob, organization: o3, strategy: {kind: request_fair_training}}
+compliance:
+  policy:
+    - {kind: budget, epsilon: 15.0, delta: 1.0e-5, scope: organization}
+    - {kind: noise, mechanism: laplace, epsilon: 0.5}
+  services:
+    - {kind: dp_postprocessing, epsilon: 1.0}
+    - {kind: dp_oracle_learner, epsilon: 10.0, rounds: 5, bound: 10.0}
+"""
+
+
+def test_the_world_runs_both_services_and_scores_them(tmp_path: Path) -> None:
+    run = run_scenario(parse_scenario(WORLD), log_dir=tmp_path)
+    devs = run.summary["developers"]
+    pat, ian = devs["pat"]["service"], devs["ian"]["service"]
+    assert pat["service"] == "dp_postprocessing" and pat["disparate_treatment"] is True
+    assert ian["service"] == "dp_oracle_learner" and ian["disparate_treatment"] is False
+    for s in (pat, ian):
+        for key in ("error", "eo_violation", "base_error", "base_eo_violation"):
+            assert 0.0 <= s[key] <= 1.0
+        assert s["base_error"] < 0.5  # the base model learned something
+    assert devs["pat"]["epsilon_spent"] == 1.0 and devs["ian"]["epsilon_spent"] == 10.0
+    assert run.summary["compliance"]["epsilon_spent"] == pytest.approx(21.0)
+    assert devs["pat"]["leakage_ceiling"] > 50.0  # the service's release counts
+    events = [e["event"] for e in read_log(run.log_path)]
+    assert events.count("service_answered") == 3 and events.count("service_internal") == 3
+    assert events.count("service_evaluation") == 3
+    assert main(["replay", str(run.log_path)]) == 0
+    typed = TypeAdapter(RunSummary)
+    summary = summarize(read_log(run.log_path))
+    typed.validate_python(summary, strict=True)
+    summary["developers"]["pat"]["service"]["surprise"] = 1  # type: ignore[typeddict-unknown-key]
+    with pytest.raises(ValidationError):
+        typed.validate_python(summary, strict=True)
+
+
+def test_the_non_private_service_beats_the_base_model_on_held_out_people(tmp_path: Path) -> None:
+    text = (
+        WORLD.replace("epsilon: 15.0, delta: 1.0e-5", "epsilon: .inf")
+        .replace("dp_postprocessing, epsilon: 1.0", "dp_postprocessing, epsilon: .inf")
+        .replace("dp_oracle_learner, epsilon: 10.0", "dp_oracle_learner, epsilon: .inf")
+    )
+    run = run_scenario(parse_scenario(text), log_dir=tmp_path)
+    pat = run.summary["developers"]["pat"]
+    assert float(pat["epsilon_spent"]) == math.inf
+    service = pat["service"]
+    assert service["base_eo_violation"] > 0.1  # group_shift makes the base model unfair
+    assert service["eo_violation"] < 0.5 * service["base_eo_violation"]
+
+
+def test_a_budget_too_small_in_the_world(tmp_path: Path) -> None:
+    text = WORLD.replace("epsilon: 15.0, delta: 1.0e-5", "epsilon: 0.5, delta: 1.0e-5")
+    run = run_scenario(parse_scenario(text), log_dir=tmp_path)
+    devs = run.summary["developers"]
+    assert devs["pat"]["refused"] == {"budget_exhausted": 1}
+    assert devs["pat"]["epsilon_spent"] == 0.0 and "service" not in devs["pat"]
+    assert run.summary["compliance"]["refused"] == {"budget_exhausted": 3}
+    assert run.summary["compliance"]["epsilon_spent"] == 0.0
+
+
+def test_the_run_table_shows_each_service_outcome() -> None:
+    """A compliance officer reads the deployed model's error and violation in the table."""
+    import json
+    from pathlib import Path
+
+    from biasleak.sim.report import format_run
+
+    golden = Path(__file__).parent / "golden" / "fair_services.json"
+    summary = json.loads(golden.read_text(encoding="utf-8"))
+    table = format_run(summary)
+    post = summary["developers"]["pat"]["service"]
+    line = next(row for row in table.splitlines() if row.startswith("pat "))
+    assert f"dp_postprocessing: error {post['error']:.3f}" in line
+    assert f"EO violation {post['eo_violation']:.3f}" in line and "needs the attribute" in line
+    oracle = next(row for row in table.splitlines() if row.startswith("ian "))
+    assert "dp_oracle_learner" in oracle and "needs the attribute" not in oracle
