@@ -203,3 +203,20 @@ def test_the_run_table_shows_each_service_outcome() -> None:
     assert f"EO violation {post['eo_violation']:.3f}" in line and "needs the attribute" in line
     oracle = next(row for row in table.splitlines() if row.startswith("ian "))
     assert "dp_oracle_learner" in oracle and "needs the attribute" not in oracle
+
+
+def test_a_bad_service_key_is_reported_at_its_path_with_its_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from biasleak.sim.cli import main
+
+    shipped = Path(__file__).parent.parent / "scenarios" / "fair_services.yaml"
+    text = shipped.read_text(encoding="utf-8").replace(
+        "rounds: 20, learner: least_squares", "rounds: 20, learner: logistic_regression"
+    )
+    assert "logistic_regression" in text
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text, encoding="utf-8")
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "compliance.services.1.learner: value 'logistic_regression' is not allowed" in err

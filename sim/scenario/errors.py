@@ -31,7 +31,7 @@ from pydantic_core import ErrorDetails
 from biasleak.agents.strategies import STRATEGIES
 from biasleak.mechanisms._validation import did_you_mean
 from biasleak.sim.scenario.models import Scenario
-from biasleak.sim.scenario.policy import STAGES
+from biasleak.sim.scenario.policy import SERVICES, STAGES
 
 __all__ = [
     "CANNOT_READ",
@@ -60,7 +60,12 @@ class ScenarioError(ValueError):
         """One line per problem, ``FILE[:LINE]: [key.path: ]message``."""
 
 
-_TAGS = set(STRATEGIES) | set(STAGES) | {"adult", "german", "synthetic", "csv", "function-after"}
+_TAGS = (
+    set(STRATEGIES)
+    | set(STAGES)
+    | set(SERVICES)
+    | {"adult", "german", "synthetic", "csv", "function-after"}
+)
 """Location parts that pydantic inserts (union tags, validator wrappers), not the user's keys."""
 
 

@@ -24,7 +24,7 @@ scenario's ``limits.max_models`` (:mod:`.limits`).
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Union
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -43,6 +43,7 @@ from biasleak.mechanisms.policy.noise import MIN_EPSILON
 from biasleak.sim.scenario.base import Strict
 
 __all__ = [
+    "SERVICES",
     "SMALL_STAGE_EPSILON",
     "STAGES",
     "ComplianceConfig",
@@ -97,7 +98,15 @@ class OracleLearnerConfig(Strict):
         )
 
 
-ServiceConfig = Annotated[PostProcessingConfig | OracleLearnerConfig, Field(discriminator="kind")]
+SERVICES: dict[str, type[Strict]] = {
+    "dp_postprocessing": PostProcessingConfig,
+    "dp_oracle_learner": OracleLearnerConfig,
+}
+"""Service kind -> its configuration (the registry the scenario union is built from)."""
+ServiceConfig = Annotated[
+    Union[tuple(SERVICES.values())],  # type: ignore[valid-type]  # noqa: UP007
+    Field(discriminator="kind"),
+]
 """A fair-learning service of the ``services:`` list, discriminated on ``kind``."""
 
 
