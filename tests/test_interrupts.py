@@ -150,7 +150,10 @@ def test_a_stopped_sweep_keeps_what_finished_and_resumes_the_rest(
     assert last.endswith(f"resume with the same command: biasleak {' '.join(args)}")
     rows = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
     finished = {r["run_id"] for r in rows}
-    assert 1 <= len(finished) < 12 and all(r["status"] == "ok" for r in rows)
+    assert finished, "no run finished before the stop"
+    assert len(finished) != 12, "the sweep ran to its end: the signal stopped nothing"
+    assert len(rows) == len(finished)  # each finished run recorded once
+    assert all(r["status"] == "ok" for r in rows)
     assert f"{len(finished)} run" in last
     table = _csv_rows(tmp_path / "out" / "results.csv")
     assert {r["run_id"] for r in table} == finished  # written for what finished

@@ -128,10 +128,15 @@ def test_large_events_are_written_before_the_batch_is_full(tmp_path: Path) -> No
     log = open_log(path)
     dev = log.logger("dev")
     big = "x" * (FLUSH_EVERY_CHARS // 3)
-    for _ in range(4):
+    for _ in range(2):
         dev.info("big", payload=big)
-    assert 1 < len(disk_lines(path)) < 5  # written by size, far below the event count
+    assert len(disk_lines(path)) == 1  # two thirds of the size limit: still waiting
+    dev.info("big", payload=big)  # the third passes the size limit: the batch is written
+    assert len(disk_lines(path)) == 4  # the header and three events, far below the count
+    dev.info("big", payload=big)
+    assert len(disk_lines(path)) == 4  # the fourth starts a new batch
     log.abort()
+    assert len(disk_lines(path)) == 5
 
 
 def test_a_reader_in_the_process_sees_every_event_so_far(tmp_path: Path) -> None:
