@@ -190,6 +190,29 @@ class Developer:
                 if not ok:
                     return
 
+    def _send(
+        self, message: Query | ServiceRequest, timeout_event: str, **timeout_fields: Any
+    ) -> Generator[simpy.Event, Any, tuple[Any, bool]]:
+        """Send ``message`` to compliance and wait for the reply or the timeout.
+
+        Returns ``(reply, False)``, or ``(a timeout Refusal, True)`` after logging
+        ``timeout_event`` with ``timeout_fields``.
+        """
+        env = self.env
+        reply_event = env.event()
+        self.compliance.send(Envelope(message, reply_event))
+        outcome = yield reply_event | env.timeout(self.timeout_hours)
+        if reply_event in outcome:
+            return outcome[reply_event], False
+        self.log.info(
+            timeout_event,
+            query_id=message.query_id,
+            **timeout_fields,
+            waited_hours=self.timeout_hours,
+        )
+        detail = f"no reply within {self.timeout_hours:g} hours"
+        return Refusal(message.query_id, "timeout", detail, None, env.now), True
+
     def _request_service(
         self, action: RequestService
     ) -> Generator[simpy.Event, Any, ServiceResult | Refusal]:
@@ -211,21 +234,9 @@ class Developer:
             service=request.service,
             learner=request.learner,
         )
-        reply_event = env.event()
-        self.compliance.send(Envelope(request, reply_event))
-        outcome = yield reply_event | env.timeout(self.timeout_hours)
-        if reply_event not in outcome:
-            self.log.info(
-                "service_timeout", query_id=request.query_id, waited_hours=self.timeout_hours
-            )
-            return Refusal(
-                request.query_id,
-                "timeout",
-                f"no reply within {self.timeout_hours:g} hours",
-                None,
-                env.now,
-            )
-        reply = outcome[reply_event]
+        reply, timed_out = yield from self._send(request, "service_timeout")
+        if timed_out:
+            return reply
         if isinstance(reply, ServiceResult):
             self.log.info(
                 "service_received",
@@ -269,24 +280,9 @@ class Developer:
                 label=action.label,
                 digest=digest,
             )
-            reply_event = env.event()
-            self.compliance.send(Envelope(query, reply_event))
-            outcome = yield reply_event | env.timeout(self.timeout_hours)
-            if reply_event not in outcome:
-                self.log.info(
-                    "query_timeout",
-                    query_id=query.query_id,
-                    models=query.models,
-                    waited_hours=self.timeout_hours,
-                )
-                return Refusal(
-                    query.query_id,
-                    "timeout",
-                    f"no reply within {self.timeout_hours:g} hours",
-                    None,
-                    env.now,
-                )
-            reply = outcome[reply_event]
+            reply, timed_out = yield from self._send(query, "query_timeout", models=query.models)
+            if timed_out:
+                return reply
             if isinstance(reply, Answer):
                 self.log.info(
                     "answer_received",
