@@ -105,6 +105,11 @@ SATURATION: Final = 30.0
 such releases are counted as giving no guarantee, with their epsilon still summed for reports
 (the privacy-loss library overflows on ``e^epsilon`` far below the epsilons users try)."""
 
+TOTAL_SATURATION: Final = 200.0
+"""Summed epsilon above which a composition is reported by basic composition alone: its ceiling
+is 100% to within 1e-87 whatever the accountant, and the composed privacy-loss distribution of
+such a total grows to hundreds of MiB (600 Laplace releases at epsilon 10: 0.6 GiB)."""
+
 BAD_RELEASE = (
     "a release needs a mechanism in {allowed}, epsilon > 0, 0 <= delta < 1 and models >= 1; "
     "received mechanism={mechanism!r}, epsilon={epsilon!r}, delta={delta!r}, models={models!r}"
@@ -195,7 +200,8 @@ class Composition:
     """Number of releases composed (exact ones included)."""
     exact: bool
     """Whether any release had no guarantee, or one so weak (epsilon above
-    :data:`SATURATION`) that every bound is 100% (then every bound is trivial)."""
+    :data:`SATURATION`), or all together so much (above :data:`TOTAL_SATURATION`), that every
+    bound is 100% (then every bound is trivial)."""
     basic_epsilon: float
     """Sum of the epsilons (basic composition; ``inf`` with an exact release)."""
     basic_delta: float
@@ -238,7 +244,10 @@ class Composition:
             return math.inf
         if self.pld is None:
             return 0.0
-        eps = float(self.pld.get_epsilon_for_delta(delta))
+        # the library divides by a tail mass that can be ~1e-320 for a composition of large
+        # epsilons: the quotient overflows to inf, which it reads correctly as "eps >= loss"
+        with np.errstate(over="ignore", divide="ignore"):
+            eps = float(self.pld.get_epsilon_for_delta(delta))
         return min(eps, self.basic_epsilon) if self.basic_delta <= delta else eps
 
     def privacy_loss(self, delta: float = DEFAULT_DELTA) -> dict[str, float | str]:
@@ -264,7 +273,7 @@ class Composition:
         return out
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=32)  # a developer's and its organisation's releases are often the same
 def _compose_groups(groups: tuple[tuple[ReleaseSpec, int], ...]) -> Composition:
     releases = sum(count for _, count in groups)
     if any(spec.exact for spec, _ in groups):
@@ -274,7 +283,7 @@ def _compose_groups(groups: tuple[tuple[ReleaseSpec, int], ...]) -> Composition:
         (0.0 if spec.mechanism in PURE else spec.delta) * count for spec, count in groups
     )
     pure = all(spec.mechanism in PURE for spec, _ in groups)
-    if any(spec.epsilon > SATURATION for spec, _ in groups):
+    if basic_eps > TOTAL_SATURATION or any(spec.epsilon > SATURATION for spec, _ in groups):
         return Composition(releases, True, basic_eps, basic_delta, None, pure)
     total: pld_lib.PrivacyLossDistribution | None = None
     for spec, count in groups:

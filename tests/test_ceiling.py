@@ -168,3 +168,19 @@ def test_composition_is_a_plain_record() -> None:
     assert c.hockey_stick(np.array([-1.0, 0.0, 1.0])) == pytest.approx(
         [1 - math.exp(-1.0), 0.0, 0.0]
     )
+
+
+def test_a_composition_past_the_total_saturation_is_reported_by_basic_composition() -> None:
+    """Past TOTAL_SATURATION the PLD is not built (it would take hundreds of MiB); the ceiling is
+    100% either way, and the reported epsilon is the exact pure-DP sum."""
+    from biasleak.mechanisms.ceiling import TOTAL_SATURATION
+
+    spec = ReleaseSpec("laplace", 10.0, 0.0, 1, "raw")
+    below = int(TOTAL_SATURATION // 10) - 1
+    under = compose([spec] * below)
+    assert not under.exact and under.pld is not None
+    assert under.privacy_loss()["epsilon"] < 10.0 * below  # the PLD is tighter than the sum
+    over = compose([spec] * (below + 3))
+    assert over.exact and over.pld is None
+    assert over.privacy_loss()["epsilon"] == 10.0 * (below + 3)
+    assert over.balanced_accuracy() == 1.0
