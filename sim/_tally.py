@@ -34,6 +34,9 @@ _SCORES = (
 )
 """The scores of an ``evaluation`` event a developer's summary keeps from its latest one."""
 
+METRIC_ROUTE = "metric_queries"
+"""The route of fairness-metric queries (the other routes are the services' kinds)."""
+
 _SERVICE_SCORES = (
     "service",
     "error",
@@ -78,6 +81,10 @@ class Tally:
         """Models the compliance side refused, by reason."""
         self.alerts: dict[str, int] = defaultdict(int)
         """The auditor's alerts, per detector."""
+        self.routes: dict[str, set[str]] = defaultdict(set)
+        """The routes each developer took: ``metric_queries`` or a service's kind."""
+        self.services_seen = False
+        """Whether any developer asked for a fair-learning service (the run has routes)."""
 
     def _sender(self, event: dict[str, Any]) -> dict[str, Any] | None:
         """The summary of the developer whose own event this is (None: not a developer's)."""
@@ -88,6 +95,7 @@ class Tally:
         if (d := self._sender(e)) is not None:
             d["sent"] += e["models"]
             self.queries[e["agent"]].append((e["query_id"], e["models"]))
+            self.routes[e["agent"]].add(METRIC_ROUTE)
 
     def answer_received(self, e: dict[str, Any]) -> None:
         if (d := self._sender(e)) is not None:
@@ -150,6 +158,11 @@ class Tally:
         self.alerts[e["detector"]] += 1
 
     # -- private fair-learning services (biasleak.agents.services) ---------------------------
+
+    def service_requested(self, e: dict[str, Any]) -> None:
+        if self._sender(e) is not None:
+            self.routes[e["agent"]].add(e["service"])
+            self.services_seen = True
 
     def service_received(self, e: dict[str, Any]) -> None:
         if (d := self._sender(e)) is not None:
@@ -225,6 +238,7 @@ HANDLERS: dict[str, Callable[[Tally, dict[str, Any]], None]] = {
     "query_refused": Tally.query_refused,
     "release_internal": Tally.release_internal,
     "alert_raised": Tally.alert_raised,
+    "service_requested": Tally.service_requested,
     "service_received": Tally.service_received,
     "service_refusal_received": Tally.service_refusal_received,
     "service_timeout": Tally.service_timeout,

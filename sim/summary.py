@@ -45,7 +45,14 @@ from pydantic import ConfigDict, with_config
 # pydantic accepts only typing_extensions' TypedDict before Python 3.12 (the tests validate)
 from typing_extensions import TypedDict
 
-from biasleak.sim._tally import HANDLERS, Tally, ceilings, compliance_totals, score_prior_guesses
+from biasleak.sim._tally import (
+    HANDLERS,
+    METRIC_ROUTE,
+    Tally,
+    ceilings,
+    compliance_totals,
+    score_prior_guesses,
+)
 
 __all__ = [
     "AuditorSummary",
@@ -54,6 +61,7 @@ __all__ = [
     "MetricErrors",
     "OrganizationSummary",
     "PrivacyLoss",
+    "RouteSummary",
     "RunSummary",
     "ServiceSummary",
     "summarize",
@@ -80,7 +88,9 @@ class ServiceSummary(TypedDict):
     """The model a fair-learning service delivered, scored on people outside the audit set."""
 
     service: str
-    """``dp_postprocessing`` or ``dp_oracle_learner``."""
+    """``dp_postprocessing``, ``dp_oracle_learner``, or ``metric_queries`` for an honest developer
+    that chose among candidates by noisy metric answers (scored the same way, in runs that offer
+    services)."""
     error: float
     """Expected error of the model the developer ends with."""
     eo_violation: float
@@ -170,6 +180,84 @@ class DeveloperSummary(TypedDict):
 
 
 @with_config(_STRICT)
+class RouteSummary(TypedDict):
+    """One route to a fair model (metric queries, or a service): what it gave and what it leaked.
+
+    The honest side is the developers whose deployed model was scored (``service`` in their
+    summary); the attack side every other developer that took the route. With several honest
+    developers on one route their scores are averaged; the attack side is the strongest one.
+    """
+
+    route: str
+    """``metric_queries``, ``dp_postprocessing`` or ``dp_oracle_learner``."""
+    deployed_by: list[str]
+    """Honest developers whose model came through this route."""
+    error: float | None
+    """Mean error of their models on people outside the audit set (None: nobody deployed)."""
+    eo_violation: float | None
+    """Mean equalized-odds violation of their models."""
+    epsilon_spent: float | None
+    """Largest epsilon one of them was charged."""
+    disparate_treatment: bool | None
+    """Whether a model of this route needs the attribute at decision time."""
+    attacker: str | None
+    """The developer with the highest leakage among those that attacked through this route."""
+    leakage: float | None
+    """Its leakage (balanced accuracy, %)."""
+    leakage_ceiling: float | None
+    """The ceiling its privacy loss proves (%)."""
+    ceiling_kind: str | None
+    """Which ceiling: ``no_side_information`` or ``proxy_prior``."""
+
+
+ROUTE_ORDER = (METRIC_ROUTE, "dp_postprocessing", "dp_oracle_learner")
+"""The order of the routes table: the metric-query route first, then the services."""
+
+
+def routes(tally: Tally) -> list[RouteSummary]:
+    """The routes table of a run whose developers used a fair-learning service."""
+    taken = sorted(
+        {r for used in tally.routes.values() for r in used},
+        key=lambda r: (ROUTE_ORDER.index(r) if r in ROUTE_ORDER else len(ROUTE_ORDER), r),
+    )
+    rows: list[RouteSummary] = []
+    for route in taken:
+        users = [i for i, used in tally.routes.items() if route in used]
+        honest = [
+            i
+            for i in users
+            if (tally.developers[i].get("service") or {}).get("service") == route
+        ]
+        attackers = [i for i in users if "service" not in tally.developers[i]]
+        scores = [tally.developers[i]["service"] for i in honest]
+
+        def mean(key: str, scores: list[Any] = scores) -> float | None:
+            return float(np.mean([s[key] for s in scores])) if scores else None
+
+        spent = [float(tally.developers[i]["epsilon_spent"]) for i in honest]
+        leaks = [i for i in attackers if tally.developers[i].get("leakage") is not None]
+        top = max(leaks, key=lambda i: tally.developers[i]["leakage"], default=None)
+        d = tally.developers[top] if top is not None else {}
+        rows.append(
+            {
+                "route": route,
+                "deployed_by": honest,
+                "error": mean("error"),
+                "eo_violation": mean("eo_violation"),
+                "epsilon_spent": max(spent) if spent else None,
+                "disparate_treatment": any(s["disparate_treatment"] for s in scores)
+                if scores
+                else None,
+                "attacker": top,
+                "leakage": d.get("leakage"),
+                "leakage_ceiling": d.get("leakage_ceiling"),
+                "ceiling_kind": d.get("ceiling_kind"),
+            }
+        )
+    return rows
+
+
+@with_config(_STRICT)
 class OrganizationSummary(TypedDict):
     """All the answers an organisation's identities received, taken together."""
 
@@ -245,6 +333,9 @@ class RunSummary(TypedDict):
     """The compliance team's side."""
     auditor: AuditorSummary
     """The auditor's side."""
+    routes: NotRequired[list[RouteSummary]]
+    """Runs in which a developer asked for a fair-learning service only: the routes to a fair
+    model side by side (:class:`RouteSummary`)."""
 
 
 def summarize(
@@ -275,7 +366,7 @@ def summarize(
         prior = np.asarray(header["proxy_probabilities"], dtype=np.float64)
     organizations = ceilings(tally, prior)  # 2. the ceilings
     score_prior_guesses(tally.developers, header.get("proxy_baseline_leakage"))
-    return {  # 3. the assembly
+    summary: RunSummary = {  # 3. the assembly
         "scenario": header.get("scenario"),
         "seed": header.get("seed"),
         "proxy_baseline_leakage": header.get("proxy_baseline_leakage"),
@@ -288,3 +379,6 @@ def summarize(
             "alerts_by_detector": dict(sorted(tally.alerts.items())),
         },
     }
+    if tally.services_seen:
+        summary["routes"] = routes(tally)
+    return summary

@@ -45,6 +45,7 @@ from biasleak.agents.public import PublicView
 from biasleak.agents.strategies import PROXY_KINDS, DeveloperContext, build_strategies
 from biasleak.agents.strategies.adaptive import proxy_estimate
 from biasleak.agents.strategies.fair_services import RequestFairTraining, RequestPostprocessing
+from biasleak.agents.strategies.honest import HonestSelection
 from biasleak.agents.strategies.plugin import PluginStrategy
 from biasleak.mechanisms.digests import stable_int
 from biasleak.mechanisms.fair import derived_probabilities, score
@@ -192,25 +193,39 @@ def _evaluate_services(
     encoded: tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int8]],
     log: Any,
 ) -> None:
-    """Score each service user's final model and its base model on the training split."""
+    """Score every honest route's deployed model and the base model on the training split.
+
+    The routes: a fair-learning service's model (post-processing's derived classifier, the
+    oracle learner's mixture) and, in the same terms, the model an honest developer deployed by
+    choosing among candidates on noisy metric answers (``service`` ``metric_queries``). Runs
+    without services are not scored this way (their logs stay as they were).
+    """
     _, x_train, base = encoded
-    labels, protected = data.public.train.labels, data.train_protected
+    train = data.public.train
+    labels, protected = train.labels, data.train_protected
+    reference = score(labels, base.astype(np.float64), protected=protected)
     for _, identity, strategy in built:
-        if not isinstance(strategy, _SERVICE_STRATEGIES) or strategy.result is None:
-            continue
-        result = strategy.result
-        if result.mixing is not None:
-            final = derived_probabilities(result.mixing, base, protected=protected)
+        if isinstance(strategy, HonestSelection):
+            decisions = strategy.deployed_decisions(train)
+            if decisions is None:
+                continue
+            service, final, treatment = "metric_queries", decisions.astype(np.float64), False
+        elif isinstance(strategy, _SERVICE_STRATEGIES) and strategy.result is not None:
+            result = strategy.result
+            service, treatment = result.service, result.disparate_treatment
+            if result.mixing is not None:
+                final = derived_probabilities(result.mixing, base, protected=protected)
+            else:
+                assert result.coefficients is not None and result.intercepts is not None
+                scores = x_train @ result.coefficients.T + result.intercepts[None, :]
+                final = np.mean(scores > 0.0, axis=1)
         else:
-            assert result.coefficients is not None and result.intercepts is not None
-            scores = x_train @ result.coefficients.T + result.intercepts[None, :]
-            final = np.mean(scores > 0.0, axis=1)
+            continue
         fair = score(labels, final, protected=protected)
-        reference = score(labels, base.astype(np.float64), protected=protected)
         log.info(
             "service_evaluation",
             developer=identity,
-            service=result.service,
+            service=service,
             people=int(labels.shape[0]),
             error=fair.error,
             eo_violation=fair.eo_violation,
@@ -218,7 +233,7 @@ def _evaluate_services(
             tpr_gap=fair.tpr_gap,
             base_error=reference.error,
             base_eo_violation=reference.eo_violation,
-            disparate_treatment=result.disparate_treatment,
+            disparate_treatment=treatment,
         )
 
 

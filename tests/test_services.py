@@ -220,3 +220,53 @@ def test_a_bad_service_key_is_reported_at_its_path_with_its_value(
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "compliance.services.1.learner: value 'logistic_regression' is not allowed" in err
+
+
+ROUTES = WORLD.replace(
+    "  - {id: bob, organization: o3, strategy: {kind: request_fair_training}}\n",
+    "  - {id: alice, organization: o3, strategy: {kind: honest_selection, candidates: 4, "
+    "metric: eo}}\n"
+    "  - {id: eve, organization: o4, strategy: {kind: single_query, targets: [0, 1, 2]}}\n"
+    "  - {id: mal, organization: o5, strategy: {kind: differencing, targets: [3, 4]}}\n",
+)
+
+
+def test_the_routes_table_puts_the_three_routes_side_by_side(tmp_path: Path) -> None:
+    """Honest developers' models on each route, scored alike; the attack side is the strongest."""
+    run = run_scenario(parse_scenario(ROUTES), log_dir=tmp_path)
+    devs, routes = run.summary["developers"], run.summary["routes"]
+    order = ["metric_queries", "dp_postprocessing", "dp_oracle_learner"]
+    assert [r["route"] for r in routes] == order
+    by_route = {r["route"]: r for r in routes}
+    metric = by_route["metric_queries"]
+    assert metric["deployed_by"] == ["alice"] and metric["disparate_treatment"] is False
+    alice = devs["alice"]["service"]
+    assert alice["service"] == "metric_queries"
+    assert metric["error"] == alice["error"] and metric["eo_violation"] == alice["eo_violation"]
+    assert metric["epsilon_spent"] == devs["alice"]["epsilon_spent"] == pytest.approx(2.0)
+    strongest = max(("eve", "mal"), key=lambda i: devs[i]["leakage"])
+    assert metric["attacker"] == strongest
+    assert metric["leakage"] == devs[strongest]["leakage"]
+    assert metric["leakage_ceiling"] == devs[strongest]["leakage_ceiling"]
+    post = by_route["dp_postprocessing"]
+    assert post["deployed_by"] == ["pat"] and post["disparate_treatment"] is True
+    assert post["attacker"] is None and post["leakage"] is None  # nobody attacked this route
+    # the same base model stands beside every route
+    assert len({devs[i]["service"]["base_error"] for i in ("alice", "pat", "ian")}) == 1
+    TypeAdapter(RunSummary).validate_python(summarize(read_log(run.log_path)), strict=True)
+    from biasleak.sim.report import format_run
+
+    table = format_run(run.summary)
+    row = next(line for line in table.splitlines() if line.startswith("dp_postprocessing "))
+    assert f"{post['error']:.3f}" in row and " yes " in row
+
+
+def test_runs_without_services_have_no_routes(tmp_path: Path) -> None:
+    text = ROUTES.split("compliance:")[0].replace(
+        "  - {id: pat, organization: o1, strategy: {kind: request_postprocessing}}\n", ""
+    ).replace("  - {id: ian, organization: o2, strategy: {kind: request_fair_training}}\n", "")
+    text += "compliance:\n  policy:\n    - {kind: noise, mechanism: laplace, epsilon: 0.5}\n"
+    run = run_scenario(parse_scenario(text), log_dir=tmp_path)
+    assert "routes" not in run.summary
+    assert "service" not in run.summary["developers"]["alice"]
+    assert "service_evaluation" not in {e["event"] for e in read_log(run.log_path)}

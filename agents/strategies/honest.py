@@ -88,9 +88,11 @@ class HonestSelection(Strategy):
         train = _subsample(context.public.train, config.train_subsample, context.rng)
         audit = context.public.audit
         grid = np.geomspace(config.c_min, config.c_max, config.candidates)
-        outputs, accuracies = [], []
+        outputs, accuracies, self._models = [], [], []
         for k, c in enumerate(grid):
-            proba = train_base_model(train, C=float(c)).predict_proba(audit)
+            model = train_base_model(train, C=float(c))
+            self._models.append(model)
+            proba = model.predict_proba(audit)
             out = proba if k % 2 == 0 else (proba >= 0.5).astype(np.float64)
             outputs.append(out)
             accuracies.append(float(np.mean((out >= 0.5) == (audit.labels == 1))))
@@ -134,6 +136,16 @@ class HonestSelection(Strategy):
 
     def on_refusal(self, refusal: Refusal, now: float) -> None:
         self._next = self.config.candidates if self.config.batch else self._next + 1
+
+    def deployed_decisions(self, view: PublicView) -> NDArray[np.int8] | None:
+        """The deployed candidate's 0/1 decisions (threshold 0.5) on ``view``; None if none.
+
+        A deployed model decides, whether its queried output was a probability or a decision:
+        this is what scores it beside the fair-learning services' models.
+        """
+        if self.deployed is None:
+            return None
+        return (self._models[self.deployed].predict_proba(view) >= 0.5).astype(np.int8)
 
     def report(self) -> dict[str, Any]:
         return {

@@ -18,7 +18,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-__all__ = ["aggregate", "compare_rows", "format_compare", "format_run"]
+__all__ = ["aggregate", "compare_rows", "format_compare", "format_routes", "format_run"]
 
 
 def _f(value: Any, spec: str = ".1f", none: str = "-") -> str:
@@ -98,6 +98,8 @@ def format_run(summary: dict[str, Any]) -> str:
         f"epsilon charged {_f(c['epsilon_spent'], '.4g')}; |answer - exact| mean "
         f"{_f(c['mean_abs_error'], '.4g')}, median {_f(c['median_abs_error'], '.4g')}"
     )
+    if summary.get("routes"):
+        lines += ["", *format_routes(summary["routes"]), ""]
     a = summary["auditor"]
     if a["enabled"]:
         detail = ", ".join(f"{k} {v}" for k, v in a["alerts_by_detector"].items())
@@ -105,6 +107,28 @@ def format_run(summary: dict[str, Any]) -> str:
     if "log" in summary:
         lines.append(f"log: {summary['log']}")
     return "\n".join(lines)
+
+
+def format_routes(rows: list[dict[str, Any]]) -> list[str]:
+    """The routes to a fair model side by side: what the honest side got, what the attack side
+    leaked, and the ceiling its privacy loss proves (a run's ``routes``)."""
+    header = (
+        f"{'route':<18} {'deployed by':<12} {'error':>6} {'EO viol.':>8} {'eps':>6} "
+        f"{'needs A':>7}  {'attacker':<10} {'leakage':>8} {'ceiling':>8}"
+    )
+    lines = ["routes to a fair model (error and EO violation on people outside the audit set)"]
+    lines += [header, "-" * len(header)]
+    for r in rows:
+        treatment = {True: "yes", False: "no", None: "-"}[r.get("disparate_treatment")]
+        leak = _f(r.get("leakage"), ".1f") + ("%" if r.get("leakage") is not None else "")
+        lines.append(
+            f"{r['route']:<18} {', '.join(r['deployed_by']) or '-':<12} "
+            f"{_f(r.get('error'), '.3f'):>6} {_f(r.get('eo_violation'), '.3f'):>8} "
+            f"{_f(r.get('epsilon_spent'), '.3g'):>6} {treatment:>7}  "
+            f"{r.get('attacker') or '-':<10} "
+            f"{leak:>8} {_ceiling(r.get('leakage_ceiling'), r.get('ceiling_kind')):>8}"
+        )
+    return lines
 
 
 def compare_rows(results: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
