@@ -10,14 +10,18 @@ Configuration of each attack
     When the scenario itself lists an attacker of that kind, the red team uses its configuration
     (the scenario's author tuned it); otherwise the kind's defaults, with what the policy tells:
     ``budget_aware`` plans with the noise stage's per-model epsilon and the smallest finite
-    budget, ``metric_switching`` tries only the metrics the policy answers.
+    budget, ``metric_switching`` tries only the metrics the policy answers, ``decode_oracle``
+    takes the public parameters of the oracle learner the compliance team offers and asks for as
+    many games as the smallest finite budget affords (at most :data:`MAX_GAMES`).
 
 Applicability
     An attack is not applicable, with the reason, when its configuration cannot be built, when it
     cannot start on the data (e.g. a label class too small for equal opportunity, no external
     sample for ``proxy_prior``), or when the first metric it asks for is one the policy does not
     answer. The first metric is found by building the attack on the public data and asking it for
-    its first query, so no table of kinds needs updating when attacks are added.
+    its first query, so no table of kinds needs updating when attacks are added. An attack whose
+    first request is a fair-learning service (``probe_postprocessing``, ``decode_oracle``)
+    applies exactly when the compliance team offers that service.
 
 One world per attack
     Each applicable attack becomes a developer of its own organisation (so no organisation budget
@@ -33,10 +37,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from biasleak.agents.services import SERVICE_KINDS
 from biasleak.agents.strategies import (
     ISOLATED_KINDS,
     PROXY_KINDS,
     STRATEGIES,
+    RequestService,
     Stop,
     StrategyConfig,
     Submit,
@@ -52,6 +58,8 @@ ORGANIZATION = "redteam-{kind}"
 """Each attacker's organisation: its own, so no organisation budget is shared."""
 PROBE_STEPS = 8
 """How many actions an attack may take (waits) before its first query when probing its metric."""
+MAX_GAMES = 10
+"""Most oracle-learner games ``decode_oracle`` asks for when a finite budget sets the count."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,8 @@ class AttackPlan:
     reason: str | None = None
     """Why the attack does not apply (None when it does)."""
     metric: str | None = None
-    """The first metric it asks for (None when not applicable)."""
+    """The first metric it asks for, or the service for a service attack (None when not
+    applicable)."""
 
     @property
     def applicable(self) -> bool:
@@ -95,6 +104,18 @@ def _policy_defaults(scenario: Scenario, kind: str) -> tuple[dict[str, Any], str
                 f"{list(scenario.compliance.metrics)}"
             )
         return {"metrics": answered}, None
+    if kind == "decode_oracle":
+        oracle = next(
+            (s for s in scenario.compliance.services if s.kind == "dp_oracle_learner"), None
+        )
+        if oracle is None:
+            return {}, "the compliance team offers no dp_oracle_learner service"
+        public = ("learner", "bound", "gamma", "accountant", "min_cell_size")
+        extra: dict[str, Any] = {k: getattr(oracle, k) for k in public}
+        budgets = [s.epsilon for s in stages if isinstance(s, Budget) and math.isfinite(s.epsilon)]
+        if budgets and math.isfinite(oracle.epsilon):  # as many games as the budget affords
+            extra["requests"] = max(1, min(MAX_GAMES, int(min(budgets) // oracle.epsilon)))
+        return extra, None
     return {}, None
 
 
@@ -137,6 +158,8 @@ def _first_metric(
             action = strategy.next_action(now)
             if isinstance(action, Submit):
                 return action.metric, ""
+            if isinstance(action, RequestService):
+                return action.service, ""
             if isinstance(action, Stop):
                 return None, f"it stops before asking anything ({action.reason})"
             if isinstance(action, Wait):
@@ -165,6 +188,7 @@ def plan_attacks(scenario: Scenario, kinds: list[str] | None = None) -> list[Att
     if unknown:
         raise ValueError(f"unknown attack kinds {unknown}; allowed: {list(ATTACK_KINDS)}")
     answered = list(scenario.compliance.metrics)
+    offered = [s.kind for s in scenario.compliance.services]
     plans = []
     for kind in kinds:
         config, reason = _config(scenario, kind)
@@ -175,7 +199,13 @@ def plan_attacks(scenario: Scenario, kinds: list[str] | None = None) -> list[Att
         metric, why = _first_metric(scenario, identity, config)
         if metric is None:
             plans.append(AttackPlan(kind, None, why))
-        elif metric not in answered:
+        elif metric in SERVICE_KINDS and metric not in offered:
+            plans.append(
+                AttackPlan(
+                    kind, None, f"it asks for the service {metric!r}; the policy offers {offered}"
+                )
+            )
+        elif metric not in answered and metric not in SERVICE_KINDS:
             plans.append(
                 AttackPlan(
                     kind, None, f"it asks for metric {metric!r}; the policy answers {answered}"

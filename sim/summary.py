@@ -224,9 +224,7 @@ def routes(tally: Tally) -> list[RouteSummary]:
     for route in taken:
         users = [i for i, used in tally.routes.items() if route in used]
         honest = [
-            i
-            for i in users
-            if (tally.developers[i].get("service") or {}).get("service") == route
+            i for i in users if (tally.developers[i].get("service") or {}).get("service") == route
         ]
         attackers = [i for i in users if "service" not in tally.developers[i]]
         scores = [tally.developers[i]["service"] for i in honest]

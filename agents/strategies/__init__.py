@@ -13,7 +13,8 @@ named by file and class or by an installed entry point, which runs in a sandboxe
 own (:data:`ISOLATED_KINDS`); the library's own strategies run in the simulation's process.
 ``request_postprocessing`` and ``request_fair_training``
 (:mod:`~biasleak.agents.strategies.fair_services`) are honest: they ask the compliance team for a
-private fair-learning service instead of fairness numbers.
+private fair-learning service instead of fairness numbers; ``probe_postprocessing`` and
+``decode_oracle`` (:mod:`~biasleak.agents.strategies.service_attacks`) attack those services.
 
 Each strategy kind has a configuration model (a pydantic model tagged by ``kind``) and a class;
 :data:`STRATEGIES` maps kind names to both, and scenario files build their discriminated union
@@ -67,6 +68,12 @@ from biasleak.agents.strategies.full_rank import FullRank, FullRankConfig
 from biasleak.agents.strategies.honest import HonestSelection, HonestSelectionConfig
 from biasleak.agents.strategies.partition import AbsSpPartition, AbsSpPartitionConfig
 from biasleak.agents.strategies.plugin import PluginConfig, PluginStrategy
+from biasleak.agents.strategies.service_attacks import (
+    DecodeOracle,
+    DecodeOracleConfig,
+    ProbePostprocessing,
+    ProbePostprocessingConfig,
+)
 from biasleak.agents.strategies.sybil import SybilConfig, SybilShard, sybil_shards
 from biasleak.agents.strategies.targeted import (
     Differencing,
@@ -119,6 +126,8 @@ STRATEGIES: dict[str, tuple[type[StrategyConfig], type[Strategy]]] = {
     "plugin": (PluginConfig, PluginStrategy),
     "request_postprocessing": (RequestPostprocessingConfig, RequestPostprocessing),
     "request_fair_training": (RequestFairTrainingConfig, RequestFairTraining),
+    "probe_postprocessing": (ProbePostprocessingConfig, ProbePostprocessing),
+    "decode_oracle": (DecodeOracleConfig, DecodeOracle),
 }
 """Strategy kind -> (configuration model, strategy class)."""
 
