@@ -27,6 +27,7 @@ log.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import metadata
@@ -55,7 +56,7 @@ from biasleak.sim.evaluation import Evaluator, leakage, summarize
 from biasleak.sim.runlog import RunLog, jsonable, read_log
 from biasleak.sim.scenario import Scenario, scenario_hash
 
-__all__ = ["RunResult", "developer_context", "rng_for", "run_scenario"]
+__all__ = ["Agents", "RunResult", "World", "developer_context", "rng_for", "run_scenario"]
 
 HOURS_PER_DAY = 24.0
 VERSIONED = ("biasleak", "numpy", "scipy", "scikit-learn", "simpy", "pydantic", "structlog")
@@ -322,15 +323,81 @@ def _header(
     return header
 
 
+@dataclass
+class Agents:
+    """The agents of a running world: what an exercise looks at and changes while it is paused
+    (:mod:`biasleak.sim.exercise`)."""
+
+    compliance: Compliance
+    """The compliance agent (its policy, state and mailbox)."""
+    evaluator: Evaluator
+    """The evaluator, which scores every estimate against the ground truth."""
+    developers: dict[str, Developer]
+    """Developer identity -> its process, for the identities started so far."""
+    auditor: Auditor | None
+    """The external auditor, when one runs."""
+
+
+def _start_developer(
+    env: simpy.Environment,
+    resolved: Scenario,
+    built: tuple[Any, str, Any],
+    agents: Agents,
+    runlog: Any,
+) -> None:
+    """Start one developer identity (or log why its strategy could not start)."""
+    spec, identity, strategy = built
+    log = runlog.logger(identity)
+    if isinstance(strategy, str):
+        log.error("strategy_error", during="setup", error=strategy)
+        return
+    developer = Developer(
+        env,
+        identity=identity,
+        organization=spec.organization,
+        strategy=strategy,
+        compliance=agents.compliance.mailbox,
+        log=log,
+        on_estimate=agents.evaluator,
+        timeout_hours=spec.timeout_hours,
+        retry_rate_limited=spec.retry_rate_limited,
+        latency=resolved.compliance.latency_hours,
+    )
+    agents.compliance.register(identity, spec.organization, developer.inbox)
+    agents.developers[identity] = developer
+
+
+def _start_auditor(
+    env: simpy.Environment, config: Any, compliance: Compliance, log: Any
+) -> Auditor:
+    """Start the external auditor ``config`` describes, reading ``compliance``'s query log."""
+    return Auditor(
+        env,
+        query_log=compliance.query_log.reader(),
+        compliance=compliance.mailbox,
+        detectors=config.detectors,
+        settings=config.settings(),
+        every_hours=config.every_hours,
+        recommended_action=config.on_alert,
+        log=log,
+    )
+
+
 def _assemble(
     env: simpy.Environment,
     resolved: Scenario,
     data: Any,
     built: list[tuple[Any, str, Any]],
-    runlog: RunLog,
+    runlog: Any,
     encoded: tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int8]] | None = None,
-) -> None:
-    """Start the compliance agent, the developers and the auditor in ``env``."""
+    deferred: frozenset[str] = frozenset(),
+) -> Agents:
+    """Start the compliance agent, the developers and the auditor in ``env``.
+
+    ``runlog`` is the :class:`RunLog` (or anything with its ``logger`` and ``add_array``);
+    developers whose scenario id is in ``deferred`` are built but not started (an exercise
+    starts them later, when they join).
+    """
     compliance = Compliance(
         env,
         policy=resolved.compliance.build_policy(),
@@ -345,35 +412,172 @@ def _assemble(
         features=None if encoded is None else encoded[0],
     )
     evaluator = Evaluator(data.protected, runlog.logger("evaluator"), keep=runlog.add_array)
-    for spec, identity, strategy in built:
-        log = runlog.logger(identity)
-        if isinstance(strategy, str):
-            log.error("strategy_error", during="setup", error=strategy)
-            continue
-        developer = Developer(
-            env,
-            identity=identity,
-            organization=spec.organization,
-            strategy=strategy,
-            compliance=compliance.mailbox,
-            log=log,
-            on_estimate=evaluator,
-            timeout_hours=spec.timeout_hours,
-            retry_rate_limited=spec.retry_rate_limited,
-            latency=resolved.compliance.latency_hours,
-        )
-        compliance.register(identity, spec.organization, developer.inbox)
+    agents = Agents(compliance, evaluator, {}, None)
+    for item in built:
+        if item[0].id not in deferred:
+            _start_developer(env, resolved, item, agents, runlog)
     if resolved.auditor.enabled:
-        Auditor(
-            env,
-            query_log=compliance.query_log.reader(),
-            compliance=compliance.mailbox,
-            detectors=resolved.auditor.detectors,
-            settings=resolved.auditor.settings(),
-            every_hours=resolved.auditor.every_hours,
-            recommended_action=resolved.auditor.on_alert,
-            log=runlog.logger("auditor"),
+        agents.auditor = _start_auditor(env, resolved.auditor, compliance, runlog.logger("auditor"))
+    return agents
+
+
+class _TapLogger:
+    """A bound logger that also tells a listener about each event it logged."""
+
+    def __init__(
+        self, inner: Any, agent: str, listener: Callable[[str, str, dict[str, Any]], None]
+    ):
+        self._inner = inner
+        self._agent = agent
+        self._listener = listener
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._inner.info(event, **fields)
+        self._listener(self._agent, event, fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        self._inner.error(event, **fields)
+        self._listener(self._agent, event, fields)
+
+
+class _Tapped:
+    """A run log whose loggers also tell a listener about each event (after logging it)."""
+
+    def __init__(self, runlog: RunLog, listener: Callable[[str, str, dict[str, Any]], None]):
+        self._runlog = runlog
+        self._listener = listener
+
+    def logger(self, agent: str) -> Any:
+        return _TapLogger(self._runlog.logger(agent), agent, self._listener)
+
+    def add_array(self, key: str, array: np.ndarray) -> None:
+        self._runlog.add_array(key, array)
+
+
+class World:
+    """One scenario's world, built and ready to run.
+
+    :func:`run_scenario` runs it to the horizon in one go. A tabletop exercise
+    (:mod:`biasleak.sim.exercise`) runs :attr:`env` in steps, changes the agents while it is
+    paused, starts ``deferred`` developers when they join, and listens to every logged event
+    (``on_event(agent, event, fields)``, called after the event is logged) to pause the world
+    on a condition. Building, pausing and resuming draw no random number, so a world run in
+    steps logs the same events as one run in one go.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        seed: int | None = None,
+        log_dir: str | Path = "logs",
+        log_name: str | None = None,
+        header_extra: dict[str, Any] | None = None,
+        deferred: frozenset[str] = frozenset(),
+        on_event: Callable[[str, str, dict[str, Any]], None] | None = None,
+    ) -> None:
+        run_seed = scenario.seed if seed is None else int(seed)
+        resolved = scenario.model_copy(update={"seed": run_seed})
+        self.resolved = resolved
+        """The scenario with the run's seed."""
+        data_cfg = resolved.data.model_dump(mode="json", exclude_none=True)
+        data_seed = resolved.data.seed if resolved.data.seed is not None else run_seed
+        data, h0, base_accuracy, proxy, proxy_baseline, proxy_p = _prepared(
+            json.dumps(data_cfg, sort_keys=True), data_seed, resolved.model.C
         )
+        self.data = data
+        """The loaded data (the audit set's attribute included: sim-side only)."""
+        self.h0 = h0
+        """The base model's predictions on the audit set."""
+        self.built = _build_developers(resolved, data, h0, proxy)
+        """(spec, identity, strategy or its setup error) of every developer identity."""
+        header = _header(resolved, data, self.built, base_accuracy, proxy_baseline, proxy_p)
+        header.update(header_extra or {})
+        log_path = Path(log_dir) / f"{log_name or f'{resolved.name}-seed{run_seed}'}.jsonl"
+        self.env = simpy.Environment()
+        """The SimPy environment (simulated hours)."""
+        env = self.env
+        self.runlog = RunLog(
+            log_path,
+            header=header,
+            clock=lambda: env.now,
+            max_events=resolved.limits.max_events,
+            max_bytes=resolved.limits.max_log_bytes,
+        )
+        self.log_path = self.runlog.path
+        """This run's own log file (another writer may hold the name asked for)."""
+        self._loggers: Any = self.runlog if on_event is None else _Tapped(self.runlog, on_event)
+        self.deferred = set(deferred)
+        """Scenario developer ids built but not started yet."""
+        try:
+            self.encoded = None
+            if _uses_services(resolved):
+                self.encoded = _encoded(
+                    json.dumps(data_cfg, sort_keys=True), data_seed, resolved.model.C
+                )
+            self.agents = _assemble(
+                env, resolved, data, self.built, self._loggers, self.encoded, frozenset(deferred)
+            )
+            """The running agents."""
+        except BaseException:
+            self.abort()
+            raise
+
+    @property
+    def horizon(self) -> float:
+        """The horizon in simulated hours."""
+        return self.resolved.horizon_days * HOURS_PER_DAY
+
+    def logger(self, agent: str) -> Any:
+        """A bound logger of this run (heard by the listener, when there is one)."""
+        return self._loggers.logger(agent)
+
+    def start_developer(self, spec_id: str) -> list[str]:
+        """Start the deferred developer ``spec_id`` now; return the identities started."""
+        if spec_id not in self.deferred:
+            raise ValueError(f"developer {spec_id!r} is not waiting to join")
+        self.deferred.discard(spec_id)
+        started = []
+        for item in self.built:
+            if item[0].id == spec_id:
+                _start_developer(self.env, self.resolved, item, self.agents, self._loggers)
+                started.append(item[1])
+        return started
+
+    def start_auditor(self, config: Any) -> Auditor:
+        """Start an external auditor described by ``config`` (an ``AuditorConfig``) now."""
+        self.agents.compliance.keep_predictions = True
+        auditor = _start_auditor(self.env, config, self.agents.compliance, self.logger("auditor"))
+        self.agents.auditor = auditor
+        return auditor
+
+    def finish(self, *, horizon: bool = True) -> RunResult:
+        """Close the run: ``horizon_reached`` (when ``horizon``), the services' scores, the
+        summary rebuilt from the log, the side file. An interrupted exercise closes with
+        ``horizon=False``: its log gets a summary of what happened up to the stop."""
+        try:
+            if horizon:
+                self.logger("sim").info("horizon_reached")
+                if self.encoded is not None:
+                    _evaluate_services(
+                        self.built, self.data, self.encoded, self.logger("evaluator")
+                    )
+            self.runlog.flush()  # the summary is rebuilt from the file, as replay does
+            summary = jsonable(summarize(read_log(self.log_path)))
+        except BaseException:
+            self.runlog.abort()
+            raise
+        finally:
+            _close(self.built)
+        self.runlog.close(summary)  # the stored summary has no path in it: location-free
+        return RunResult({"log": str(self.log_path), **summary}, self.log_path)
+
+    def abort(self) -> None:
+        """Close the log without a summary and release what strategies hold."""
+        try:
+            self.runlog.abort()
+        finally:
+            _close(self.built)
 
 
 def run_scenario(
@@ -387,40 +591,10 @@ def run_scenario(
 
     The log is ``log_dir/<log_name>.jsonl``, by default ``<scenario name>-seed<seed>``.
     """
-    run_seed = scenario.seed if seed is None else int(seed)
-    resolved = scenario.model_copy(update={"seed": run_seed})
-    data_cfg = resolved.data.model_dump(mode="json", exclude_none=True)
-    data_seed = resolved.data.seed if resolved.data.seed is not None else run_seed
-    data, h0, base_accuracy, proxy, proxy_baseline, proxy_p = _prepared(
-        json.dumps(data_cfg, sort_keys=True), data_seed, resolved.model.C
-    )
-    built = _build_developers(resolved, data, h0, proxy)
-    header = _header(resolved, data, built, base_accuracy, proxy_baseline, proxy_p)
-    log_path = Path(log_dir) / f"{log_name or f'{resolved.name}-seed{run_seed}'}.jsonl"
-    env = simpy.Environment()
-    runlog = RunLog(
-        log_path,
-        header=header,
-        clock=lambda: env.now,
-        max_events=resolved.limits.max_events,
-        max_bytes=resolved.limits.max_log_bytes,
-    )
-    log_path = runlog.path  # another writer may hold the name: this run's own file
+    world = World(scenario, seed=seed, log_dir=log_dir, log_name=log_name)
     try:
-        encoded = None
-        if _uses_services(resolved):
-            encoded = _encoded(json.dumps(data_cfg, sort_keys=True), data_seed, resolved.model.C)
-        _assemble(env, resolved, data, built, runlog, encoded)
-        env.run(until=resolved.horizon_days * HOURS_PER_DAY)
-        runlog.logger("sim").info("horizon_reached")
-        if encoded is not None:
-            _evaluate_services(built, data, encoded, runlog.logger("evaluator"))
-        runlog.flush()  # the summary is rebuilt from the file, as replay does
-        summary = jsonable(summarize(read_log(log_path)))
+        world.env.run(until=world.horizon)
     except BaseException:
-        runlog.abort()
+        world.abort()
         raise
-    finally:
-        _close(built)
-    runlog.close(summary)  # the stored summary has no path in it: the file is location-free
-    return RunResult({"log": str(log_path), **summary}, log_path)
+    return world.finish()

@@ -117,11 +117,11 @@ def _model_at(data: Any, path: list[str | int]) -> type[BaseModel] | None:
             return None
         candidates = _unwrap(model.model_fields[key].annotation)
         cur = cur.get(key) if isinstance(cur, dict) else None
-        model = _pick(candidates, cur)
+        model = pick_model(candidates, cur)
     return model
 
 
-def _pick(candidates: list[type[BaseModel]], value: Any) -> type[BaseModel] | None:
+def pick_model(candidates: list[type[BaseModel]], value: Any) -> type[BaseModel] | None:
     """The candidate model whose tag (``kind`` or ``dataset``) the value names."""
     if len(candidates) == 1:
         return candidates[0]

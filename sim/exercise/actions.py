@@ -1,0 +1,302 @@
+"""Actions on a running world: what a decision's option (or a policy inject) changes.
+
+Policy actions (``set_budget``, ``scale_budget``, ``switch_mechanism``, ``set_rate_limit``,
+``services_only``) change the compliance team's configuration: :func:`changed_compliance` edits a
+copy of the scenario's ``compliance`` mapping and validates it with the scenario models, so a
+change the policy's own rules forbid is caught when the exercise file is loaded. Applied to a
+running world (:class:`ActionContext`), the new policy replaces the compliance agent's, and the
+privacy ledgers carry over: what was spent stays spent, against the new totals. A budget cut
+below what an organisation already spent leaves its ledger full: every further release is
+refused.
+
+The other actions act on the agents: ``suspend`` and ``reinstate`` (with notices to the
+developers, as the compliance agent sends them after an alert), ``auditor_on`` (the auditor
+starts and reads the whole query log at its first visit), ``on_alert`` (the reaction to later
+alerts), ``publish_audit`` (a private audit release of the base model's selection rates,
+:mod:`biasleak.mechanisms.audit`, on its own random stream, so publishing changes no other
+draw) and ``message``.
+
+Every action is one log event of the agent that carries it out (``policy_changed``,
+``suspension_changed``, ``auditor_started``, ``reaction_changed``, ``audit_published`` with its
+internal twin ``audit_internal``, ``message_sent``), stamped with the decision or inject that
+caused it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+from pydantic import ValidationError
+
+from biasleak.agents.messages import Envelope, Notice
+from biasleak.mechanisms.accounting import BudgetExceeded, LedgerBook
+from biasleak.mechanisms.audit import rate_difference, rates, release_counts
+from biasleak.mechanisms.policy import STAGES, Budget, Policy, PolicyState
+from biasleak.sim.scenario import AuditorConfig, ComplianceConfig
+
+__all__ = [
+    "POLICY_ACTIONS",
+    "ActionContext",
+    "PolicyChangeError",
+    "apply_action",
+    "changed_compliance",
+    "describe_policy",
+]
+
+POLICY_ACTIONS: Final = frozenset(
+    {"set_budget", "scale_budget", "switch_mechanism", "set_rate_limit", "services_only"}
+)
+"""Actions that change the compliance team's configuration."""
+
+
+class PolicyChangeError(ValueError):
+    """A policy action cannot apply to the policy (the message says why)."""
+
+
+def _first_problem(err: ValidationError) -> str:
+    """The first problem of an invalid policy, at its key path (the stage tags dropped)."""
+    first = err.errors()[0]
+    message = first["msg"].removeprefix("Value error, ")
+    tags = {*STAGES, "function-after"}
+    where = ".".join(str(p) for p in first["loc"] if p not in tags)
+    return f"the policy would be invalid: {where}: {message}" if where else message
+
+
+def changed_compliance(config: ComplianceConfig, action: Any) -> ComplianceConfig:
+    """The compliance configuration after ``action`` (unchanged for non-policy actions)."""
+    if action.kind not in POLICY_ACTIONS:
+        return config
+    data = config.model_dump(mode="python")
+    stages: list[dict[str, Any]] = [dict(s) for s in data["policy"]]
+    if action.kind in ("set_budget", "scale_budget"):
+        budgets = [s for s in stages if s["kind"] == "budget"]
+        if not budgets:
+            if action.kind == "scale_budget":
+                raise PolicyChangeError("the policy has no budget stage to scale")
+            stages.append({"kind": "budget", "epsilon": action.epsilon, "scope": "organization"})
+        for stage in budgets:
+            new = (
+                action.epsilon if action.kind == "set_budget" else stage["epsilon"] * action.factor
+            )
+            stage["epsilon"] = float(new)
+    elif action.kind == "switch_mechanism":
+        old = next((s for s in stages if s["kind"] == "noise"), None)
+        stages = [s for s in stages if s["kind"] != "noise"]
+        noise: dict[str, Any] = {"kind": "noise", "mechanism": action.mechanism}
+        if action.mechanism != "exact":
+            noise["epsilon"] = action.epsilon
+        if action.delta is not None:
+            noise["delta"] = action.delta
+        if old is not None and "per" in old:
+            noise["per"] = old["per"]
+        stages.append(noise)
+    elif action.kind == "set_rate_limit":
+        stages = [s for s in stages if s["kind"] != "rate_limit"]
+        stages.append({"kind": "rate_limit", "per_day": action.per_day, "scope": "organization"})
+    elif action.kind == "services_only":
+        if not data.get("services"):
+            raise PolicyChangeError("services_only needs fair-learning services to answer through")
+        # Metric queries refused with metric_not_allowed; the ComplianceConfig model wants a
+        # metric, so the policy is built directly (and its stages validated above).
+        return _ServicesOnly.model_validate(data)
+    data["policy"] = stages
+    try:
+        return ComplianceConfig.model_validate(data)
+    except ValidationError as err:
+        raise PolicyChangeError(_first_problem(err)) from None
+
+
+class _ServicesOnly(ComplianceConfig):
+    """A compliance configuration that answers no metric query, only the services."""
+
+    def build_policy(self) -> Policy:
+        return Policy((), tuple(self.policy), self.max_models)
+
+
+def describe_policy(config: ComplianceConfig) -> list[str]:
+    """The policy in words, one line per stage (what every role may read)."""
+    metrics = (
+        "none (fair-learning services only)"
+        if isinstance(config, _ServicesOnly)
+        else (", ".join(config.metrics))
+    )
+    lines = [f"metrics answered: {metrics}"]
+    for stage in config.policy:
+        fields = stage.model_dump(mode="json", exclude={"kind"})
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(fields.items()))
+        lines.append(f"{stage.kind}: {shown}")
+    for service in config.services:
+        lines.append(f"service {service.kind}: epsilon={service.epsilon:g}")
+    if len(lines) == 1:
+        lines.append("no stages: exact answers without limits")
+    return lines
+
+
+def _carry_ledgers(old: Policy, new: Policy, state: PolicyState) -> None:
+    """Move what every ledger spent under the old budgets onto the new budgets.
+
+    The ledgers are kept per budget stage, by position. A stage with the same scope, delta
+    and composition keeps its charges (replayed in order onto a ledger of the new total); a
+    charge that no longer fits fills the ledger, so that nothing more is released. A new stage
+    starts empty.
+    """
+    old_budgets: list[Budget] = old.of_kind("budget")
+    carried = {}
+    for index, budget in enumerate(new.of_kind("budget")):
+        book = LedgerBook(budget.epsilon, budget.delta, budget.composition, scope=budget.scope)
+        previous = state.ledgers.get(index)
+        same = index < len(old_budgets) and (
+            (old_budgets[index].scope, old_budgets[index].delta, old_budgets[index].composition)
+            == (budget.scope, budget.delta, budget.composition)
+        )
+        if previous is not None and same:
+            for key, ledger in previous.items():
+                target = book.ledger(identity=key, organization=key)
+                for charge in ledger.charges:
+                    if target.can_afford(charge.epsilon, charge.delta):
+                        target.charge(charge.epsilon, charge.delta)
+                    else:
+                        _fill(target)
+                        break
+        carried[index] = book
+    state.ledgers.clear()
+    state.ledgers.update(carried)
+
+
+def _fill(ledger: Any) -> None:
+    """Spend what a ledger has left, so that it refuses every further release."""
+    remaining = ledger.remaining
+    if remaining > 0 and math.isfinite(remaining):
+        try:
+            ledger.charge(remaining, 0.0)
+        except BudgetExceeded:  # rounding at the very edge: already as full as it gets
+            pass
+
+
+@dataclass
+class ActionContext:
+    """What applying an action needs: the world, the current configuration, the loggers."""
+
+    world: Any
+    """The running :class:`biasleak.sim.world.World`."""
+    config: ComplianceConfig
+    """The compliance configuration in force (replaced by policy actions)."""
+    audit_rng: np.random.Generator
+    """The audit releases' own random stream."""
+    facilitator_log: Any
+    """The exercise's logger (messages)."""
+
+
+def apply_action(ctx: ActionContext, action: Any, *, cause: str) -> None:
+    """Apply ``action`` to the running world; ``cause`` is the decision or inject id logged."""
+    compliance = ctx.world.agents.compliance
+    log = compliance.log
+    if action.kind in POLICY_ACTIONS:
+        new_config = changed_compliance(ctx.config, action)
+        old_policy, new_policy = compliance.policy, new_config.build_policy()
+        compliance.policy = new_policy
+        _carry_ledgers(old_policy, new_policy, compliance.state)
+        ctx.config = new_config
+        log.info(
+            "policy_changed",
+            cause=cause,
+            action=action.model_dump(mode="json"),
+            policy=describe_policy(new_config),
+        )
+    elif action.kind in ("suspend", "reinstate"):
+        state = compliance.state
+        target = action.organization or action.identity
+        pool = state.suspended_organizations if action.organization else state.suspended_identities
+        if action.kind == "suspend":
+            pool.add(target)
+        else:
+            pool.discard(target)
+        log.info(
+            "suspension_changed",
+            cause=cause,
+            change=action.kind,
+            organization=action.organization,
+            identity=action.identity,
+        )
+        kind = "suspended" if action.kind == "suspend" else "reinstated"
+        for identity in sorted(compliance.inboxes):
+            if identity == action.identity or (
+                action.organization is not None
+                and compliance.organizations.get(identity) == action.organization
+            ):
+                log.info("notice_sent", recipient=identity, kind=kind)
+                detail = f"{kind} by the compliance team ({cause})"
+                compliance.inboxes[identity].send(
+                    Envelope(Notice(identity, kind, detail, ctx.world.env.now))
+                )
+    elif action.kind == "auditor_on":
+        if ctx.world.agents.auditor is not None:
+            log.info("auditor_started", cause=cause, already_running=True)
+            return
+        config = AuditorConfig(
+            enabled=True,
+            every_hours=action.every_hours,
+            detectors=list(action.detectors),
+            on_alert=action.on_alert,
+        )
+        compliance.on_alert = action.on_alert
+        ctx.world.start_auditor(config)
+        log.info(
+            "auditor_started",
+            cause=cause,
+            already_running=False,
+            every_hours=action.every_hours,
+            detectors=list(action.detectors),
+            on_alert=action.on_alert,
+        )
+    elif action.kind == "on_alert":
+        compliance.on_alert = action.reaction
+        log.info("reaction_changed", cause=cause, reaction=action.reaction)
+    elif action.kind == "publish_audit":
+        _publish_audit(ctx, action.epsilon, cause=cause)
+    elif action.kind == "message":
+        ctx.facilitator_log.info("message_sent", cause=cause, text=action.text, to=list(action.to))
+    else:  # pragma: no cover - the models admit no other kind
+        raise ValueError(f"unknown action kind {action.kind!r}")
+
+
+def _publish_audit(ctx: ActionContext, epsilon: float, *, cause: str) -> None:
+    """Release the base model's selection rate per group and their difference, privately.
+
+    Counts of people the base model accepts (h >= 0.5) in the advantaged and disadvantaged
+    groups, with Laplace noise of scale 1/epsilon per cell (L1 sensitivity 1 under the
+    add/remove-one-record rule), divided by the public group sizes (post-processing).
+    """
+    world = ctx.world
+    protected = np.asarray(world.data.protected) == 1
+    accepted = np.asarray(world.h0) >= 0.5
+    counts = np.array(
+        [np.count_nonzero(accepted & protected), np.count_nonzero(accepted & ~protected)],
+        dtype=np.float64,
+    )
+    sizes = np.array([world.data.n1, world.data.n0], dtype=np.float64)
+    released = release_counts(counts, epsilon=epsilon, rng=ctx.audit_rng)
+    noisy_rates = rates(np.clip(released.counts, 0.0, sizes), sizes)
+    difference = float(noisy_rates[0] - noisy_rates[1])
+    exact = rate_difference(counts, sizes)
+    log = world.agents.compliance.log
+    log.info(
+        "audit_published",
+        cause=cause,
+        epsilon=float(epsilon),
+        neighbouring="add/remove one record",
+        noise_scale=released.scale,
+        group_sizes=[int(world.data.n1), int(world.data.n0)],
+        selection_rates=[float(r) for r in noisy_rates],
+        rate_difference=difference,
+    )
+    log.info(
+        "audit_internal",
+        internal=True,
+        cause=cause,
+        exact_rate_difference=exact,
+        error=abs(difference - exact),
+    )
