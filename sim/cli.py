@@ -24,12 +24,21 @@ Subcommands:
 ``paper NAME [--scenarios DIR] [--sweeps DIR] [--to DIR] [--seeds K] [--workers W]``
     One of the paper's tables or figures end to end: the sweeps of its scenario files (resumable)
     and its report (default ``docs/paper/NAME``).
+``paper fair-postprocessing|fair-inprocessing|fair-convergence [--to DIR] [--seeds K] ...``
+    The private fair-learning experiments of Jagielski et al. 2019 on Adult and German credit
+    (:mod:`biasleak.sim.fair_experiments`) and their report (default ``docs/paper/NAME``);
+    also ``--workers W``, and ``--quick``, which shrinks the grid to a smoke test.
 ``validate FILE...``
     Check scenario files; one line per problem, exit code 2 when any is bad.
 ``schema``
     Print the JSON Schema of scenario files.
 ``demo``
     Exact and private answers for the base model on a bundled data set, no simulation.
+``exercise FILE [--decisions FILE] [--branch DECISION=OPTION ...] [--out DIR] [--live]``
+``[--serve [--port P]]``
+    A governance tabletop exercise on a scenario (:mod:`biasleak.sim.exercise`): the world
+    pauses at decision points, scripted decisions apply themselves and the others are asked at
+    the terminal or in the browser console; writes the after-action report ``OUT/report.html``.
 
 Bad input (a scenario file, an override, a missing file) gets readable messages on stderr and
 exit code 2, never a traceback. So does an output that cannot be written (``--log-dir`` or
@@ -56,6 +65,7 @@ from pathlib import Path
 from biasleak.sim import commands
 from biasleak.sim.demo import epsilons, run_demo
 from biasleak.sim.executors import terminate_as_interrupt
+from biasleak.sim.exercise import command as exercise
 
 PLANNED: tuple[str, ...] = ()
 
@@ -131,6 +141,9 @@ def _paper_names() -> str:
 
 
 PAPER_NAMES = _paper_names()
+FAIR_PAPERS: tuple[str, ...] = ("fair-postprocessing", "fair-inprocessing", "fair-convergence")
+"""The fair-learning experiments ``paper`` also runs (:data:`biasleak.sim.fair_experiments.
+EXPERIMENTS`, named here so that building the parser imports nothing heavy)."""
 SEEDS_PER_POINT = "seeds per grid point"
 PARALLEL_RUNS = "parallel runs (default 1)"
 
@@ -218,7 +231,9 @@ def _parser() -> argparse.ArgumentParser:
         help="reproduce one of the paper's tables or figures: sweeps, then the report",
         parents=[_seeds_option(SEEDS_PER_POINT, default=None), _pool_options(PARALLEL_RUNS)],
     )
-    paper.add_argument("name", help=PAPER_NAMES)
+    paper.add_argument(
+        "name", help=f"{PAPER_NAMES}; or a fair-learning experiment: {', '.join(FAIR_PAPERS)}"
+    )
     paper.add_argument(
         "--scenarios",
         default="scenarios/paper",
@@ -228,10 +243,16 @@ def _parser() -> argparse.ArgumentParser:
         "--sweeps", default="sweeps/paper", help="where the sweeps go (default: sweeps/paper)"
     )
     paper.add_argument("--to", default=None, help="report folder (default: docs/paper/NAME)")
+    paper.add_argument(
+        "--quick",
+        action="store_true",
+        help="fair-* only: a small grid (few seeds, gammas and epsilons) for a smoke test",
+    )
     validate = sub.add_parser("validate", help="check scenario files")
     validate.add_argument("files", nargs="+", help="scenario YAML files")
     sub.add_parser("schema", help="print the JSON Schema of scenario files")
     _demo_parser(sub)
+    exercise.add_parser(sub)
     return parser
 
 
@@ -272,6 +293,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "replay": commands.cmd_replay,
     "validate": commands.cmd_validate,
     "schema": commands.cmd_schema,
+    "exercise": exercise.cmd_exercise,
 }
 
 

@@ -323,15 +323,52 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+FAIR_PAPERS = ("fair-postprocessing", "fair-inprocessing", "fair-convergence")
+"""The fair-learning experiments of ``paper`` (:mod:`biasleak.sim.fair_experiments`)."""
+
+
+def _cmd_fair_paper(args: argparse.Namespace) -> int:
+    """``biasleak paper fair-*``: run the experiment, then write its report."""
+    from biasleak.sim.fair_experiments import run_experiment, settings_for
+    from biasleak.sim.report.fair import write_fair_report
+
+    problems = _count_problems(args)
+    if problems:
+        return _fail(problems)
+    to = args.to or f"docs/paper/{args.name}"
+    problems = output_problems({"--to": to})
+    if problems:
+        return _fail(problems)
+    settings = settings_for(args.name, seeds=args.seeds, quick=getattr(args, "quick", False))
+    try:
+        outcome = run_experiment(settings, workers=args.workers)
+        for line in outcome.skipped:
+            print(line, file=sys.stderr)
+        path = write_fair_report(outcome, to=to, command=_same_command(args))
+    except (OSError, ValueError) as err:
+        return _fail([f"biasleak paper: {err}"])
+    except KeyboardInterrupt as err:
+        return stopped("paper", err, "nothing was written (the experiment runs again in full)")
+    print(f"{len(outcome.rows)} rows in {outcome.seconds:.0f} s; report: {path}")
+    return 0
+
+
 def cmd_paper(args: argparse.Namespace) -> int:
     """``biasleak paper``."""
+    if args.name in FAIR_PAPERS:
+        return _cmd_fair_paper(args)
+    if getattr(args, "quick", False):
+        return _fail([f"biasleak paper: --quick is for {', '.join(FAIR_PAPERS)} only"])
     from biasleak.sim.report import PAPER_FILES, write_report
     from biasleak.sim.scenario import ScenarioError
     from biasleak.sim.sweep import run_sweep
 
     if args.name not in PAPER_FILES:
         return _fail(
-            [f"biasleak paper: NAME must be one of {list(PAPER_FILES)}; got {args.name!r}"]
+            [
+                f"biasleak paper: NAME must be one of {list(PAPER_FILES) + list(FAIR_PAPERS)}; "
+                f"got {args.name!r}"
+            ]
         )
     problems = _count_problems(args)
     if problems:

@@ -447,3 +447,19 @@ def test_live_leaves_the_files_scripted_decisions_to_the_room(tmp_path: Path) ->
     session.advance()
     assert session.pending is not None and session.pending.id == points[0]
     session.abort()
+
+
+def test_the_biasleak_command_line_has_the_exercise_subcommand(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from biasleak.sim.cli import main
+
+    assert main(["exercise", "--schema"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads((EXERCISES / "schema.json").read_text(encoding="utf-8"))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nsurprise: 1\n", encoding="utf-8")
+    assert main(["exercise", str(bad), "--out", str(tmp_path / "out")]) == 2
+    assert "surprise" in capsys.readouterr().err
+    assert main(["exercise", str(bad), "--branch", "nonsense"]) == 2
+    assert "DECISION=OPTION" in capsys.readouterr().err

@@ -262,9 +262,11 @@ def test_the_routes_table_puts_the_three_routes_side_by_side(tmp_path: Path) -> 
 
 
 def test_runs_without_services_have_no_routes(tmp_path: Path) -> None:
-    text = ROUTES.split("compliance:")[0].replace(
-        "  - {id: pat, organization: o1, strategy: {kind: request_postprocessing}}\n", ""
-    ).replace("  - {id: ian, organization: o2, strategy: {kind: request_fair_training}}\n", "")
+    text = (
+        ROUTES.split("compliance:")[0]
+        .replace("  - {id: pat, organization: o1, strategy: {kind: request_postprocessing}}\n", "")
+        .replace("  - {id: ian, organization: o2, strategy: {kind: request_fair_training}}\n", "")
+    )
     text += "compliance:\n  policy:\n    - {kind: noise, mechanism: laplace, epsilon: 0.5}\n"
     run = run_scenario(parse_scenario(text), log_dir=tmp_path)
     assert "routes" not in run.summary
