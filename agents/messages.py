@@ -170,6 +170,9 @@ class ServiceResult:
     """Oracle learner: (T,) intercepts."""
     noisy_violations: NDArray[np.float64] | None = field(default=None, repr=False)
     """Oracle learner: (T, 1, 2) per-round released violations (FPR gap, TPR gap)."""
+    weights: NDArray[np.float64] | None = field(default=None, repr=False)
+    """Oracle learner: (T,) probability of each round's classifier in the mixture (computed
+    from the released violations and public data only: post-processing)."""
     answered_at: float = 0.0
     """Simulated time the result was sent."""
 

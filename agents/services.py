@@ -112,6 +112,9 @@ class OracleLearnerService:
     """How (eps, delta) is split into per-mechanism eps' (``pld``, ``advanced`` or ``basic``)."""
     min_cell_size: int = 10
     """Public lower bound on every (group, label) cell of the audit set."""
+    mixture: str = "saddle"
+    """How the rounds' classifiers are weighed (``saddle`` or ``uniform``; see
+    :data:`~biasleak.mechanisms.fair.oracle.MIXTURES`)."""
 
     @property
     def cost(self) -> tuple[float, float]:
@@ -276,6 +279,7 @@ class ServiceDesk:
             rng=rng,
             accountant=spec.accountant,
             min_cell_size=spec.min_cell_size,
+            mixture=spec.mixture,
         )
         eps, delta = spec.cost
         reply = ServiceResult(
@@ -287,6 +291,7 @@ class ServiceDesk:
             coefficients=result.coefficients,
             intercepts=result.intercepts,
             noisy_violations=result.noisy_violations,
+            weights=result.weights,
             answered_at=now,
         )
         public = {
@@ -297,6 +302,8 @@ class ServiceDesk:
             "learner_scale": result.learner_scale,
             "auditor_scale": result.auditor_scale,
             "noisy_violations": result.noisy_violations,
+            "mixture": result.mixture,
+            "weights": result.weights,
         }
         counts = np.zeros((2, 2), dtype=np.int64)
         np.add.at(counts, (self._a, self._y), 1)

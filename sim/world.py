@@ -219,7 +219,11 @@ def _evaluate_services(
             else:
                 assert result.coefficients is not None and result.intercepts is not None
                 scores = x_train @ result.coefficients.T + result.intercepts[None, :]
-                final = np.mean(scores > 0.0, axis=1)
+                rounds = scores.shape[1]
+                weights = (
+                    np.full(rounds, 1.0 / rounds) if result.weights is None else result.weights
+                )
+                final = (scores > 0.0).astype(np.float64) @ weights
         else:
             continue
         fair = score(labels, final, protected=protected)

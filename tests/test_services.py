@@ -272,3 +272,34 @@ def test_runs_without_services_have_no_routes(tmp_path: Path) -> None:
     assert "routes" not in run.summary
     assert "service" not in run.summary["developers"]["alice"]
     assert "service_evaluation" not in {e["event"] for e in read_log(run.log_path)}
+
+
+def test_the_oracle_service_sends_the_mixture_weights_it_was_configured_for() -> None:
+    """The developer receives each round's weight; the evaluator scores that mixture."""
+    from biasleak.mechanisms.fair import run_oracle_learner
+
+    x, y, a, _ = _audit()
+    replies = {}
+    for mixture in ("saddle", "uniform"):
+        spec = OracleLearnerService(math.inf, 1e-6, 0.02, 10.0, 6, mixture=mixture)
+        outcome = _serve(
+            _desk(spec),
+            _request("dp_oracle_learner", learner="least_squares"),
+            Policy(),
+            PolicyState(),
+        )
+        reply = outcome.reply
+        assert isinstance(reply, ServiceResult) and reply.weights is not None
+        assert reply.weights.shape == (6,) and math.isclose(float(reply.weights.sum()), 1.0)
+        assert outcome.public["mixture"] == mixture
+        replies[mixture] = reply.weights
+        direct = run_oracle_learner(
+            x, y, protected=a, epsilon=math.inf, delta=1e-6, gamma=0.02, bound=10.0, rounds=6,
+            rng=np.random.default_rng(1), mixture=mixture,
+        )  # fmt: skip
+        np.testing.assert_allclose(reply.weights, direct.weights)
+    np.testing.assert_allclose(replies["uniform"], np.full(6, 1 / 6))
+    from biasleak.sim.scenario import ScenarioError
+
+    with pytest.raises(ScenarioError, match=r"services\.1\.mixture: value 'best'.*'saddle'"):
+        parse_scenario(WORLD.replace("rounds: 5,", "rounds: 5, mixture: best,"))

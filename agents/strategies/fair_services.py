@@ -146,4 +146,6 @@ class RequestFairTraining(_ServiceStrategy):
         if r is not None and r.coefficients is not None and r.intercepts is not None:
             out["coefficients"] = r.coefficients.tolist()
             out["intercepts"] = r.intercepts.tolist()
+            if r.weights is not None:
+                out["weights"] = r.weights.tolist()
         return out

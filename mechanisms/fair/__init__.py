@@ -37,7 +37,12 @@ from biasleak.mechanisms.fair.evaluation import (
     group_rates,
     score,
 )
-from biasleak.mechanisms.fair.oracle import OracleResult, run_oracle_learner
+from biasleak.mechanisms.fair.oracle import (
+    MIXTURES,
+    OracleResult,
+    run_oracle_learner,
+    saddle_weights,
+)
 from biasleak.mechanisms.fair.postprocessing import (
     PostProcessing,
     conditional_rates,
@@ -51,6 +56,7 @@ from biasleak.mechanisms.fair.postprocessing import (
 )
 
 __all__ = [
+    "MIXTURES",
     "FairnessScore",
     "OracleResult",
     "PostProcessing",
@@ -68,6 +74,7 @@ __all__ = [
     "project_to_simplex",
     "release_table",
     "run_oracle_learner",
+    "saddle_weights",
     "score",
     "solve_equalized_odds",
 ]

@@ -583,7 +583,10 @@ def _settings_lines(outcome: Outcome) -> list[str]:
         ups = ", ".join(f"x{u}" for u in s.upsample)
         lines.append(
             f"- DP oracle learner: gamma in {{{gam}}} with B = 1/gamma, T = {s.rounds} rounds "
-            f"(2T Laplace mechanisms), least-squares learner, learning rate 2/B, total delta = "
+            f"(2T Laplace mechanisms), least-squares learner, learning rate 2/B, the rounds' "
+            "classifiers mixed with the weights of the game's linear program on the released "
+            "violations (`mixture: saddle`, post-processing; the seed averaged them uniformly, "
+            f"which oscillating multipliers make 10 points worse on Adult), total delta = "
             f"{s.delta:g}, per-mechanism eps from the `{s.accountant}` accountant. The noise is "
             f"calibrated to a public bound on every (group, label) cell: {CELL_MARGIN:g} times the "
             "training split's smallest cell share (other people than the audit split) times m. "

@@ -37,6 +37,7 @@ from biasleak.agents.services import (
 )
 from biasleak.mechanisms import policy as pol
 from biasleak.mechanisms.fair.budget import ACCOUNTANTS
+from biasleak.mechanisms.fair.oracle import MIXTURES
 from biasleak.mechanisms.metrics import METRICS
 from biasleak.mechanisms.policy import STAGES, Stage
 from biasleak.mechanisms.policy.noise import MIN_EPSILON
@@ -84,6 +85,11 @@ class OracleLearnerConfig(Strict):
     min_cell_size: int = Field(
         10, ge=2, description="public lower bound on every (group, label) cell of the audit set"
     )
+    mixture: Literal[MIXTURES] = Field(  # type: ignore[valid-type]
+        "saddle",
+        description="how the rounds' classifiers are weighed: the game's LP on the released "
+        "violations (saddle) or the seed's uniform average",
+    )
 
     def build(self) -> ServiceSpec:
         return OracleLearnerService(
@@ -95,6 +101,7 @@ class OracleLearnerConfig(Strict):
             self.learner,
             self.accountant,
             self.min_cell_size,
+            self.mixture,
         )
 
 
