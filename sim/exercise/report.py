@@ -368,7 +368,7 @@ def build_comparison(
         )
     blocks += [
         ("h2", "Branch comparison"),
-        ("table", ["", "as decided", f"branch ({changed})"], rows),
+        ("table", ["measure", "as decided", f"branch ({changed})"], rows),
         ("svg", leakage_figure({"as decided": base, "branch": other}, horizon), "leakage"),
         *budget_blocks({"as decided": base, "branch": other}, horizon, "epsilon"),
     ]

@@ -44,8 +44,11 @@ def _refused(refused: dict[str, int]) -> str:
 def format_run(summary: dict[str, Any]) -> str:
     """The summary of one run as a table."""
     lines = [f"scenario {summary['scenario']} (seed {summary['seed']})"]
+    devs = summary["developers"]
+    who = max([12, *(len(i) for i in devs)])
+    kind = max([20, *(len(d["strategy"] or "-") for d in devs.values())])
     header = (
-        f"{'developer':<12} {'strategy':<20} {'leakage':>8} {'ceiling':>8} {'revealed':>8} "
+        f"{'developer':<{who}} {'strategy':<{kind}} {'leakage':>8} {'ceiling':>8} {'revealed':>8} "
         f"{'sent':>6} "
         f"{'answered':>8} {'eps spent':>10} {'to 90%':>7}  notes"
     )
@@ -77,7 +80,7 @@ def format_run(summary: dict[str, Any]) -> str:
             leak += "°"
         ceiling = _ceiling(d.get("leakage_ceiling"), d.get("ceiling_kind"))
         lines.append(
-            f"{ident:<12} {d['strategy'] or '-':<20} {leak:>8} {ceiling:>8} "
+            f"{ident:<{who}} {d['strategy'] or '-':<{kind}} {leak:>8} {ceiling:>8} "
             f"{_f(d['revealed'], 'd'):>8} {d['sent']:>6} {d['answered']:>8} "
             f"{_f(d['epsilon_spent'], '.3g'):>10} {_f(d['queries_to_90'], 'd'):>7}  {tail}"
         )
