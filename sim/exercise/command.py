@@ -31,10 +31,7 @@ from typing import Any
 
 __all__ = ["add_parser", "cmd_exercise"]
 
-NO_CONSOLE = (
-    "biasleak exercise --serve: the browser console is not available ({error}); install "
-    "biasleak with the extra that provides it"
-)
+NO_CONSOLE = "biasleak exercise --serve: the browser console is not available ({error})"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
