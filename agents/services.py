@@ -24,11 +24,15 @@ charges its privacy cost.
 
 Checks run in a fixed order, and nothing is charged unless the service ran: a suspended
 identity or organisation gets ``suspended``; a service the team does not offer (or a learner off
-its menu) ``service_unavailable``; a submission it cannot read ``invalid``; a cost that some
-budget stage's ledger cannot afford ``budget_exhausted``. The oracle learner's noise is calibrated
-to a public lower bound on every (group, label) cell (``min_cell_size``); an audit set whose
-smallest cell is below it is refused with ``service_unavailable`` (that one bit depends on A, and
-the detail says so).
+its menu) ``service_unavailable``; a submission it cannot read ``invalid``; a request that a
+rate-limit stage has no token for ``rate_limited`` with its ``retry_after`` (a request is one
+model); a cost that some budget stage's ledger cannot afford ``budget_exhausted``. The oracle
+learner's noise is calibrated to a public lower bound on every (group, label) cell
+(``min_cell_size``); an audit set whose smallest cell is below it is refused with
+``service_unavailable`` (that one bit depends on A, and the detail says so), and so is a
+configuration the mechanism cannot run (an epsilon too large for the release grid), with the
+mechanism's own message. Refuse rules, which read a query's models, and the external auditor,
+which reads the query log, do not see service requests.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from numpy.typing import NDArray
 
 from biasleak.agents.messages import Refusal, ServiceRequest, ServiceResult
 from biasleak.mechanisms.fair import dp_postprocess, run_oracle_learner
+from biasleak.mechanisms.fair.oracle import CellTooSmall
 from biasleak.mechanisms.fair.postprocessing import count_table
 from biasleak.mechanisms.policy import Policy, PolicyState
 
@@ -73,6 +78,26 @@ TOO_SMALL: Final = (
     "min_cell_size = {bound} (this refusal depends on the attribute)"
 )
 OVER_BUDGET: Final = "{what} exceeds the {scope} budget: spent {spent:g} of {total:g}"
+CANNOT_RUN: Final = "{service} cannot run with this configuration: {error}"
+
+
+@dataclass(frozen=True)
+class _Sender:
+    """Who sent a request, as a rate-limit stage reads it."""
+
+    identity: str
+    organization: str | None
+
+
+@dataclass
+class _Ticket:
+    """A service request as the rate-limit stage sees a query: one model, its sender, the time."""
+
+    request: _Sender
+    state: PolicyState
+    now: float
+    h: NDArray[np.float64] = field(default_factory=lambda: np.zeros((1, 0)))
+    scratch: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -172,6 +197,16 @@ class ServiceDesk:
         if refused is not None:
             return ServiceOutcome(Refusal(request.query_id, *refused, None, now))
         spec = self.services[request.service]
+        ticket = _Ticket(_Sender(request.sender, request.organization), state, now)
+        limits = policy.of_kind("rate_limit")
+        if limits:
+            limited = type(limits[0]).check(limits, ticket)
+            if limited is not None:
+                return ServiceOutcome(
+                    Refusal(
+                        request.query_id, limited.reason, limited.detail, limited.retry_after, now
+                    )
+                )
         eps, delta = spec.cost
         ledgers = []
         for index, budget in enumerate(policy.of_kind("budget")):
@@ -186,16 +221,23 @@ class ServiceDesk:
                     Refusal(request.query_id, "budget_exhausted", detail, None, now)
                 )
             ledgers.append(ledger)
-        if isinstance(spec, PostProcessingService):
-            outcome = self._postprocess(request, spec, rng, now)
-        else:
-            try:
+        try:
+            if isinstance(spec, PostProcessingService):
+                outcome = self._postprocess(request, spec, rng, now)
+            else:
                 outcome = self._oracle(request, spec, rng, now)
-            except ValueError:  # the audit set breaks the public cell bound
-                detail = TOO_SMALL.format(bound=spec.min_cell_size)
-                return ServiceOutcome(
-                    Refusal(request.query_id, "service_unavailable", detail, None, now)
-                )
+        except CellTooSmall:  # the audit set breaks the public cell bound
+            detail = TOO_SMALL.format(bound=getattr(spec, "min_cell_size", None))
+            return ServiceOutcome(
+                Refusal(request.query_id, "service_unavailable", detail, None, now)
+            )
+        except ValueError as err:  # e.g. an epsilon too large for the release grid
+            detail = CANNOT_RUN.format(service=spec.kind, error=err)
+            return ServiceOutcome(
+                Refusal(request.query_id, "service_unavailable", detail, None, now)
+            )
+        if limits:
+            type(limits[0]).commit(limits, ticket)
         for ledger in ledgers:
             ledger.charge(eps, delta)
         return outcome

@@ -204,7 +204,11 @@ def _evaluate_services(
     _, x_train, base = encoded
     train = data.public.train
     labels, protected = train.labels, data.train_protected
-    reference = score(labels, base.astype(np.float64), protected=protected)
+    try:
+        reference = score(labels, base.astype(np.float64), protected=protected)
+    except ValueError as err:  # a (group, label) cell of the training split is empty
+        log.warning("service_evaluation_skipped", reason=f"on the training split: {err}")
+        return
     for _, identity, strategy in built:
         if isinstance(strategy, HonestSelection):
             decisions = strategy.deployed_decisions(train)

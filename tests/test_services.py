@@ -303,3 +303,53 @@ def test_the_oracle_service_sends_the_mixture_weights_it_was_configured_for() ->
 
     with pytest.raises(ScenarioError, match=r"services\.1\.mixture: value 'best'.*'saddle'"):
         parse_scenario(WORLD.replace("rounds: 5,", "rounds: 5, mixture: best,"))
+
+
+def test_rate_limits_apply_to_service_requests() -> None:
+    """One request is one model: a bucket of 2 per day answers two, then says when to retry."""
+    from biasleak.mechanisms.policy import RateLimit
+
+    desk = _desk(PostProcessingService(math.inf))
+    policy, state = Policy(stages=(RateLimit(per_day=2, scope="organization"),)), PolicyState()
+    replies = [
+        desk.serve(_request(n=k), policy=policy, state=state, rng=np.random.default_rng(k), now=0.0)
+        for k in range(3)
+    ]
+    assert [type(r.reply).__name__ for r in replies] == ["ServiceResult"] * 2 + ["Refusal"]
+    refusal = replies[2].reply
+    assert isinstance(refusal, Refusal) and refusal.reason == "rate_limited"
+    assert refusal.retry_after == pytest.approx(12.0)  # one token refills in 24 / 2 hours
+    later = desk.serve(
+        _request(n=4), policy=policy, state=state, rng=np.random.default_rng(4), now=12.0
+    )
+    assert isinstance(later.reply, ServiceResult)
+
+
+def test_a_configuration_the_mechanism_cannot_run_is_refused_with_its_own_message() -> None:
+    """Too large an epsilon for the release grid: refused (nothing charged), not a crash, and
+    not mistaken for the attribute-dependent cell-size refusal."""
+    for spec, request in (
+        (PostProcessingService(1e12), _request()),
+        (
+            OracleLearnerService(1e12, 1e-6, 0.02, 10.0, 3),
+            _request("dp_oracle_learner", learner="least_squares"),
+        ),
+    ):
+        state = PolicyState()
+        reply = _serve(_desk(spec), request, Policy(), state).reply
+        assert isinstance(reply, Refusal) and reply.reason == "service_unavailable"
+        assert "cannot run" in reply.detail and "grid" in reply.detail
+        assert "min_cell_size" not in reply.detail
+
+
+def test_an_empty_cell_in_the_training_split_skips_the_scores_not_the_run(tmp_path: Path) -> None:
+    text = WORLD.replace(
+        "data: {dataset: synthetic, n: 600, minority: 240, features: 3, group_shift: 1.0}",
+        "data: {dataset: synthetic, n: 200, minority: 20, train_size: 10}",
+    )
+    run = run_scenario(parse_scenario(text), log_dir=tmp_path, seed=1)
+    events = read_log(run.log_path)
+    skipped = [e for e in events if e["event"] == "service_evaluation_skipped"]
+    assert skipped and "training split" in skipped[0]["reason"]
+    assert all("service" not in d for d in run.summary["developers"].values())
+    assert main(["replay", str(run.log_path)]) == 0

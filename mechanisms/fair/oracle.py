@@ -159,6 +159,7 @@ from biasleak.mechanisms.fair.budget import (
 __all__ = [
     "ACCOUNTANTS",
     "MIXTURES",
+    "CellTooSmall",
     "Mixture",
     "NoisyVector",
     "OracleResult",
@@ -175,6 +176,15 @@ __all__ = [
 Mixture = Literal["saddle", "uniform"]
 MIXTURES: Final[tuple[str, ...]] = ("saddle", "uniform")
 """How the rounds' classifiers are weighed (module docstring, "Which mixture")."""
+
+
+class CellTooSmall(ValueError):
+    """The audit set has a (group, label) cell below the public bound the noise assumes.
+
+    Whether this is raised depends on the attribute (one bit about the data): a service refuses
+    the request and says so.
+    """
+
 
 SHAPES: Final = (
     "features must be (m, d) and labels, protected of length m; received shapes {shapes}"
@@ -440,7 +450,7 @@ def run_oracle_learner(
     public = min_cell_size is not None
     n_min = check_int(min_cell_size, name="min_cell_size", minimum=2) if public else smallest
     if smallest < max(n_min, 2):
-        raise ValueError(CELL_TOO_SMALL.format(bound=max(n_min, 2), size=smallest))
+        raise CellTooSmall(CELL_TOO_SMALL.format(bound=max(n_min, 2), size=smallest))
 
     m, d = x.shape
     design = np.hstack([x, np.ones((m, 1))])
