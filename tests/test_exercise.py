@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from biasleak.sim.exercise import ExerciseError, ExerciseSession, run_branches
@@ -463,3 +464,277 @@ def test_the_biasleak_command_line_has_the_exercise_subcommand(
     assert "surprise" in capsys.readouterr().err
     assert main(["exercise", str(bad), "--branch", "nonsense"]) == 2
     assert "DECISION=OPTION" in capsys.readouterr().err
+
+
+# -- policy actions, services, audits --------------------------------------------------------------
+
+SERVICES_WORLD = """
+  name: services_world
+  seed: 4
+  horizon_days: 1
+  data: {dataset: synthetic, n: 300, minority: 30}
+  developers:
+    - id: alice
+      organization: acme
+      strategy: {kind: honest_selection, candidates: 3, train_subsample: 100, train_hours: 1.0}
+    - {id: pat, organization: o1, strategy: {kind: request_postprocessing}}
+    - {id: ian, organization: o2, strategy: {kind: request_fair_training}}
+  compliance:
+    metrics: [sp]
+    policy:
+      - {kind: budget, epsilon: 100.0, scope: organization}
+      - {kind: noise, mechanism: laplace, epsilon: 1.0}
+    services:
+      - {kind: dp_postprocessing, epsilon: 1.0}
+"""
+
+
+def _services_exercise(msel: str = "", objectives: str = "", points: str = "") -> str:
+    text = "name: svc\ntitle: Services\nscenario:" + SERVICES_WORLD
+    for key, body in (("objectives", objectives), ("msel", msel), ("decision_points", points)):
+        if body:
+            text += f"{key}:\n{body}"
+    return text
+
+
+def _scripted(text: str, out: Path) -> ExerciseSession:
+    """A session of exercise ``text`` with the file's own scripted decisions."""
+    loaded = parse_exercise(text)
+    return ExerciseSession(loaded, scripted=loaded.exercise.decisions, out=out)
+
+
+def _events(session: ExerciseSession, name: str) -> list[dict[str, Any]]:
+    return [e for e in session.events() if e.get("event") == name]
+
+
+def test_services_only_survives_later_policy_actions() -> None:
+    from biasleak.sim.exercise.actions import changed_compliance, describe_policy
+    from biasleak.sim.exercise.models import ACTIONS
+
+    config = parse_scenario("\n".join(line[2:] for line in SERVICES_WORLD.splitlines())).compliance
+    assert config.build_policy().metrics == ("sp",)
+    closed = changed_compliance(config, ACTIONS["services_only"](kind="services_only"))
+    later = [
+        ACTIONS["scale_budget"](kind="scale_budget", factor=2.0),
+        ACTIONS["set_budget"](kind="set_budget", epsilon=5.0),
+        ACTIONS["switch_mechanism"](kind="switch_mechanism", mechanism="laplace", epsilon=0.5),
+        ACTIONS["set_rate_limit"](kind="set_rate_limit", per_day=3),
+    ]
+    for action in later:
+        after = changed_compliance(closed, action)
+        assert after.build_policy().metrics == (), action.kind
+        assert describe_policy(after)[0] == "metrics answered: none (fair-learning services only)"
+        assert after != closed  # the action itself did apply
+    scaled = changed_compliance(closed, later[0])
+    assert scaled.build_policy().of_kind("budget")[0].epsilon == 200.0
+
+
+def test_services_only_then_scale_budget_keeps_metric_queries_refused(tmp_path: Path) -> None:
+    """alice's first query comes after both injects: every metric query is refused."""
+    msel = (
+        "  - {id: close, kind: policy, at_hours: 0.5, actions: [{kind: services_only}]}\n"
+        "  - {id: more, kind: policy, at_hours: 0.8, actions: [{kind: scale_budget, factor: 2}]}\n"
+    )
+    session = ExerciseSession(parse_exercise(_services_exercise(msel)), out=tmp_path / "out")
+    session.finish()
+    changed = _events(session, "policy_changed")
+    assert [e["action"]["kind"] for e in changed] == ["services_only", "scale_budget"]
+    assert changed[1]["policy"][0] == "metrics answered: none (fair-learning services only)"
+    refused = [e for e in _events(session, "query_refused") if e["sender"] == "alice"]
+    assert refused and {e["reason"] for e in refused} == {"metric_not_allowed"}
+    assert not [e for e in _events(session, "query_answered") if e["sender"] == "alice"]
+
+
+def test_deploy_hours_counts_a_model_delivered_by_a_service(tmp_path: Path) -> None:
+    objectives = (
+        "  - {id: pat_deploys, title: pat deploys, indicator: {kind: deploy_hours, developer: pat},"
+        " thresholds: {P: 2, S: 4, M: 8}}\n"
+        "  - {id: ian_deploys, title: ian deploys, indicator: {kind: deploy_hours, developer: ian},"
+        " thresholds: {P: 2, S: 4, M: 8}}\n"
+    )
+    loaded = parse_exercise(_services_exercise(objectives=objectives))
+    session = ExerciseSession(loaded, out=tmp_path / "out")
+    session.finish()
+    (stopped,) = [e for e in _events(session, "developer_stopped") if e["agent"] == "pat"]
+    assert stopped["reason"] == "model received"
+    record = Record.from_events(session.events())
+    pat, ian = (o.indicator for o in loaded.exercise.objectives)
+    value, evidence = indicator_value(pat, record)
+    assert value == stopped["t"]
+    assert "dp_postprocessing" in evidence
+    # the scenario offers no oracle learner: ian's request is refused, nothing deployed
+    value, evidence = indicator_value(ian, record)
+    assert value is None and "did not deploy" in evidence
+    assert {"pat", "ian", "alice"} <= set(record.honest())
+
+
+def test_the_record_numbers_events_as_the_log_does(tmp_path: Path) -> None:
+    session = ExerciseSession(parse_exercise(_services_exercise()), out=tmp_path / "out")
+    session.finish()
+    events = session.events()
+    assert session.record.seq == events[-2]["seq"]  # the last event before the summary
+    assert Record.from_events(events).seq == session.record.seq
+
+
+def test_a_published_audit_keeps_the_group_sizes_private(tmp_path: Path) -> None:
+    msel = (
+        "  - {id: audit, kind: policy, at_hours: 2,\n"
+        "     actions: [{kind: publish_audit, epsilon: 0.5}]}\n"
+    )
+    session = ExerciseSession(parse_exercise(_services_exercise(msel)), out=tmp_path / "out")
+    session.finish()
+    (published,) = _events(session, "audit_published")
+    (internal,) = _events(session, "audit_internal")
+    n1, n0 = session.world.data.n1, session.world.data.n0
+    assert internal["exact_group_sizes"] == [n1, n0]
+    assert "group_sizes" not in published and "exact_group_sizes" not in published
+    assert not {n1, n0} & {v for v in published.values() if isinstance(v, int | float)}
+    assert published["epsilon"] == 0.5
+    assert published["epsilon_attribute_change"] == 1.0
+    assert published["sensitivity"] == 2.0 and published["noise_scale"] == 4.0
+    counts, sizes = published["released_counts"], published["released_group_sizes"]
+    assert sizes != [float(n1), float(n0)]
+    rates = [min(max(c / max(n, 1.0), 0.0), 1.0) for c, n in zip(counts, sizes, strict=True)]
+    assert published["selection_rates"] == pytest.approx(rates)
+    assert published["rate_difference"] == pytest.approx(rates[0] - rates[1])
+    assert internal["error"] == pytest.approx(
+        abs(published["rate_difference"] - internal["exact_rate_difference"])
+    )
+
+
+def test_the_audit_vector_has_the_sensitivities_the_event_states() -> None:
+    """(accepted per group, group sizes): L1 2 when a record is added or removed, L1 4 when one
+    person's attribute changes (both groups' sizes and, when accepted, counts move)."""
+    from biasleak.sim.exercise.actions import audit_vector
+
+    rng = np.random.default_rng(0)
+    protected = rng.integers(0, 2, size=12)
+    predictions = rng.random(12)
+    base = np.concatenate(audit_vector(protected, predictions))
+    removed, flipped = [], []
+    for i in range(12):
+        keep = np.arange(12) != i
+        other = np.concatenate(audit_vector(protected[keep], predictions[keep]))
+        removed.append(np.abs(other - base).sum())
+        flip = protected.copy()
+        flip[i] = 1 - flip[i]
+        flipped.append(np.abs(np.concatenate(audit_vector(flip, predictions)) - base).sum())
+    assert max(removed) == 2.0
+    assert max(flipped) == 4.0
+
+
+# -- loading: what a file may refer to -------------------------------------------------------------
+
+
+def test_a_refusal_reason_must_be_a_compliance_refusal_code() -> None:
+    point = (
+        "  - id: many\n    title: Many refusals\n"
+        "    when: {kind: refusals_above, count: 2, reason: rate_limted}\n"
+        "    options: [{id: a, label: A}, {id: b, label: B}]\n"
+    )
+    (line,) = _problems(_services_exercise(points=point))
+    assert "decision_points.0.when.reason: unknown refusal reason 'rate_limted'" in line
+    assert "did you mean 'rate_limited'" in line and "'budget_exhausted'" in line
+    assert "'timeout'" not in line  # a developer's record, never a compliance refusal
+    parse_exercise(_services_exercise(points=point.replace("rate_limted", "rate_limited")))
+
+
+NO_BUDGET_WORLD = WORLD  # rate limit only: no budget stage to scale
+
+CHAIN = (
+    "name: chain\ntitle: A chain of policy decisions\nscenario:"
+    + NO_BUDGET_WORLD
+    + """decision_points:
+  - id: d0
+    at_hours: 1
+    title: Add a budget?
+    options:
+      - {id: add, label: Add, actions: [{kind: set_budget, epsilon: 50}]}
+      - {id: none, label: No}
+  - id: d1
+    when: {kind: decided, decision: d0}
+    title: Scale it?
+    options:
+      - {id: scale, label: Scale, actions: [{kind: scale_budget, factor: 0.5}]}
+      - {id: keep, label: Keep}
+"""
+)
+
+
+def test_a_policy_action_an_earlier_decision_makes_possible_loads() -> None:
+    loaded = parse_exercise(CHAIN)
+    assert [p.id for p in loaded.exercise.decision_points] == ["d0", "d1"]
+    # with no option anywhere that adds a budget, scaling one is impossible: a problem
+    (line,) = _problems(CHAIN.replace("{kind: set_budget, epsilon: 50}", "{kind: auditor_on}"))
+    assert "decision_points.1.options.0.actions.0" in line
+    assert "no budget stage to scale" in line
+
+
+def test_a_policy_action_that_cannot_apply_is_a_logged_refusal(tmp_path: Path) -> None:
+    decisions = "decisions:\n  d0: {option: none}\n  d1: {option: scale, by: compliance_lead}\n"
+    session = _scripted(CHAIN + decisions, tmp_path / "out")
+    session.finish()
+    assert [e["decision"] for e in _events(session, "decision_recorded")] == ["d0", "d1"]
+    (refused,) = _events(session, "policy_change_refused")
+    assert refused["cause"] == "d1" and refused["action"]["kind"] == "scale_budget"
+    assert "no budget stage to scale" in refused["reason"]
+    assert not _events(session, "policy_changed")
+    assert session.events()[-1]["event"] == "summary"  # the world went on to its horizon
+    text = [e["text"] for e in session.timeline("compliance_lead")]
+    assert any("scale_budget not applied" in t for t in text)
+    # the same file with a budget added first scales it
+    added = _scripted(CHAIN + decisions.replace("option: none", "option: add"), tmp_path / "b")
+    added.finish()
+    changed = _events(added, "policy_changed")
+    assert [c["action"]["kind"] for c in changed] == ["set_budget", "scale_budget"]
+    assert any("epsilon=25.0" in line for line in changed[1]["policy"])
+
+
+# -- timeline order --------------------------------------------------------------------------------
+
+
+def _chain_record() -> Record:
+    """A chain of decisions at one moment, logged in this order (seq 1 to 6)."""
+    record = Record({"developers": []})
+    events = [
+        {"event": "decision_point_reached", "decision": "d0", "title": "First"},
+        {
+            "event": "decision_recorded",
+            "decision": "d0",
+            "title": "First",
+            "option": "a",
+            "label": "A",
+            "by": "facilitator",
+            "rationale": "",
+        },
+        {"event": "message_sent", "cause": "d0", "text": "first message", "to": ["all"]},
+        {"event": "decision_point_reached", "decision": "d1", "title": "Second"},
+        {
+            "event": "decision_recorded",
+            "decision": "d1",
+            "title": "Second",
+            "option": "b",
+            "label": "B",
+            "by": "facilitator",
+            "rationale": "",
+        },
+        {"event": "message_sent", "cause": "d1", "text": "second message", "to": ["all"]},
+    ]
+    for seq, event in enumerate(events, start=1):
+        record.add({**event, "t": 5.0, "seq": seq, "agent": "facilitator"})
+    return record
+
+
+def test_same_time_entries_keep_the_logs_order() -> None:
+    from biasleak.sim.exercise.views import record_timeline
+
+    texts = [e["text"] for e in record_timeline(_chain_record(), "regulator")]
+    assert texts == [
+        "decision point: First",
+        "First: A (decided by facilitator)",
+        "first message",
+        "decision point: Second",
+        "Second: B (decided by facilitator)",
+        "second message",
+    ]
+    assert all("seq" not in e for e in record_timeline(_chain_record(), "regulator"))

@@ -1,4 +1,5 @@
-"""Terminal mode of ``biasleak exercise``, driven by keys under a pseudo-terminal (pexpect)."""
+"""Terminal mode of ``biasleak exercise``: what it prints as the world runs, and a play driven by
+keys under a pseudo-terminal (pexpect)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import io
 import signal
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
+from biasleak.sim.exercise.record import Record
+from biasleak.sim.exercise.terminal import _room_timeline, print_new
 from biasleak.sim.runlog import read_log
-
-pexpect = pytest.importorskip("pexpect")
 
 EXERCISE = """
 name: keys
@@ -55,7 +58,8 @@ decision_points:
 """
 
 
-def _spawn(tmp_path: Path) -> tuple[object, Path]:
+def _spawn(tmp_path: Path) -> tuple[Any, Path]:
+    pexpect = pytest.importorskip("pexpect")
     path = tmp_path / "keys.yaml"
     path.write_text(EXERCISE, encoding="utf-8")
     out = tmp_path / "out"
@@ -72,6 +76,7 @@ def _spawn(tmp_path: Path) -> tuple[object, Path]:
 
 
 def test_a_full_play_through_by_keys(tmp_path: Path) -> None:
+    pexpect = pytest.importorskip("pexpect")
     child, out = _spawn(tmp_path)
     child.expect("Played by keys")
     child.expect(r"\[day 1, 01:00\] \[other\] The week begins\.")
@@ -113,6 +118,7 @@ def test_a_full_play_through_by_keys(tmp_path: Path) -> None:
 def test_ctrl_c_leaves_a_valid_log_and_a_partial_report(tmp_path: Path) -> None:
     from biasleak.sim.cli import main
 
+    pexpect = pytest.importorskip("pexpect")
     child, out = _spawn(tmp_path)
     child.expect(r"Option \[1-2\]: ")
     child.kill(signal.SIGINT)
@@ -126,3 +132,73 @@ def test_ctrl_c_leaves_a_valid_log_and_a_partial_report(tmp_path: Path) -> None:
     assert any(e["event"] == "exercise_interrupted" for e in events)
     assert main(["replay", str(log)]) == 0
     assert "interrupted at" in (out / "report.html").read_text(encoding="utf-8")
+
+
+def _decision(decision: str, title: str) -> dict[str, Any]:
+    return {
+        "event": "decision_recorded",
+        "decision": decision,
+        "title": title,
+        "option": "defer",
+        "label": "Ask for more time",
+        "by": "compliance_lead",
+        "rationale": "",
+    }
+
+
+def test_lines_that_arrive_later_at_a_printed_moment_are_printed_once() -> None:
+    """The world pauses at 24 h after the inquiry and the decision point; the decision, its
+    message and an alert of the same moment come after the pause. Each line is printed once,
+    none is lost, and a moment's lines come in the log's order."""
+    record = Record({"developers": [{"id": "eve", "organization": "umbra", "strategy": "x"}]})
+    session = SimpleNamespace(
+        exercise=SimpleNamespace(roles=["facilitator", "compliance_lead", "regulator"]),
+        record=record,
+    )
+    alert = {
+        "event": "alert_raised",
+        "developer": "eve",
+        "organization": "umbra",
+        "detector": "noise_family",
+        "evidence": "120 of 120 models",
+    }
+    before = [
+        (
+            24.0,
+            {
+                "event": "inject_fired",
+                "id": "inquiry",
+                "kind": "message",
+                "text": "Inquiry",
+                "category": "regulator_inquiry",
+                "to": ["all"],
+            },
+        ),
+        (24.0, {"event": "decision_point_reached", "decision": "publish", "title": "Answer"}),
+    ]
+    after = [
+        (24.0, _decision("publish", "Answer")),
+        (24.0, {"event": "message_sent", "cause": "publish", "text": "More time", "to": ["all"]}),
+        (24.0, alert),
+        (36.0, alert),
+    ]
+    seq = 0
+    out = io.StringIO()
+    printed: set[tuple[int, str, str]] = set()
+    for batch in (before, after):
+        for t, event in batch:
+            seq += 1
+            record.add({**event, "t": t, "seq": seq, "agent": "x"})
+        print_new(_room_timeline(session), printed, out)
+    lines = out.getvalue().splitlines()
+    alert_line = "auditor alert (noise_family) on eve of umbra: 120 of 120 models"
+    assert lines == [
+        "[day 2, 00:00] [regulator_inquiry] Inquiry",
+        "[day 2, 00:00] decision point: Answer",
+        "[day 2, 00:00] Answer: Ask for more time (decided by compliance_lead)",
+        "[day 2, 00:00] More time",
+        f"[day 2, 00:00] {alert_line}",
+        f"[day 2, 12:00] {alert_line}",
+    ]
+    print_new(_room_timeline(session), printed, out)  # nothing new: nothing printed
+    assert out.getvalue().splitlines() == lines

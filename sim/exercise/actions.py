@@ -3,11 +3,14 @@
 Policy actions (``set_budget``, ``scale_budget``, ``switch_mechanism``, ``set_rate_limit``,
 ``services_only``) change the compliance team's configuration: :func:`changed_compliance` edits a
 copy of the scenario's ``compliance`` mapping and validates it with the scenario models, so a
-change the policy's own rules forbid is caught when the exercise file is loaded. Applied to a
-running world (:class:`ActionContext`), the new policy replaces the compliance agent's, and the
-privacy ledgers carry over: what was spent stays spent, against the new totals. A budget cut
-below what an organisation already spent leaves its ledger full: every further release is
-refused.
+change the policy's own rules forbid is caught when the exercise file is loaded. Answering only
+through the services is a state of the configuration, not a one-off edit: a later budget, rate
+or mechanism change keeps metric queries closed. Applied to a running world
+(:class:`ActionContext`), the new policy replaces the compliance agent's, and the privacy
+ledgers carry over: what was spent stays spent, against the new totals. A budget cut below what
+an organisation already spent leaves its ledger full: every further release is refused. A
+policy action that cannot apply to the policy in force (scaling a budget the policy does not
+have) is refused: ``policy_change_refused`` records it with the reason, and the world goes on.
 
 The other actions act on the agents: ``suspend`` and ``reinstate`` (with notices to the
 developers, as the compliance agent sends them after an alert), ``auditor_on`` (the auditor
@@ -16,10 +19,10 @@ alerts), ``publish_audit`` (a private audit release of the base model's selectio
 :mod:`biasleak.mechanisms.audit`, on its own random stream, so publishing changes no other
 draw) and ``message``.
 
-Every action is one log event of the agent that carries it out (``policy_changed``,
-``suspension_changed``, ``auditor_started``, ``reaction_changed``, ``audit_published`` with its
-internal twin ``audit_internal``, ``message_sent``), stamped with the decision or inject that
-caused it.
+Every action is one log event of the agent that carries it out (``policy_changed`` or
+``policy_change_refused``, ``suspension_changed``, ``auditor_started``, ``reaction_changed``,
+``audit_published`` with its internal twin ``audit_internal``, ``message_sent``), stamped with
+the decision or inject that caused it.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from pydantic import ValidationError
 
 from biasleak.agents.messages import Envelope, Notice
 from biasleak.mechanisms.accounting import BudgetExceeded, LedgerBook
-from biasleak.mechanisms.audit import rate_difference, rates, release_counts
+from biasleak.mechanisms.audit import rate_difference, release_counts_and_totals
 from biasleak.mechanisms.policy import STAGES, Budget, Policy, PolicyState
 from biasleak.sim.scenario import AuditorConfig, ComplianceConfig
 
@@ -42,8 +46,10 @@ __all__ = [
     "ActionContext",
     "PolicyChangeError",
     "apply_action",
+    "audit_vector",
     "changed_compliance",
     "describe_policy",
+    "services_only",
 ]
 
 POLICY_ACTIONS: Final = frozenset(
@@ -66,9 +72,16 @@ def _first_problem(err: ValidationError) -> str:
 
 
 def changed_compliance(config: ComplianceConfig, action: Any) -> ComplianceConfig:
-    """The compliance configuration after ``action`` (unchanged for non-policy actions)."""
+    """The compliance configuration after ``action`` (unchanged for non-policy actions).
+
+    Raises :class:`PolicyChangeError` when the action cannot apply to ``config`` (no budget
+    stage to scale, no service to answer through, a policy its own rules forbid). A
+    configuration that answers only through the services stays so: the result of any later
+    policy action on it answers no metric query either.
+    """
     if action.kind not in POLICY_ACTIONS:
         return config
+    model = _ServicesOnly if services_only(config) else ComplianceConfig
     data = config.model_dump(mode="python")
     stages: list[dict[str, Any]] = [dict(s) for s in data["policy"]]
     if action.kind in ("set_budget", "scale_budget"):
@@ -100,11 +113,12 @@ def changed_compliance(config: ComplianceConfig, action: Any) -> ComplianceConfi
         if not data.get("services"):
             raise PolicyChangeError("services_only needs fair-learning services to answer through")
         # Metric queries refused with metric_not_allowed; the ComplianceConfig model wants a
-        # metric, so the policy is built directly (and its stages validated above).
-        return _ServicesOnly.model_validate(data)
+        # metric, so the services-only configuration keeps the metrics and builds its policy
+        # without them.
+        model = _ServicesOnly
     data["policy"] = stages
     try:
-        return ComplianceConfig.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as err:
         raise PolicyChangeError(_first_problem(err)) from None
 
@@ -116,11 +130,16 @@ class _ServicesOnly(ComplianceConfig):
         return Policy((), tuple(self.policy), self.max_models)
 
 
+def services_only(config: ComplianceConfig) -> bool:
+    """Whether ``config`` answers only through the fair-learning services (no metric query)."""
+    return isinstance(config, _ServicesOnly)
+
+
 def describe_policy(config: ComplianceConfig) -> list[str]:
     """The policy in words, one line per stage (what every role may read)."""
     metrics = (
         "none (fair-learning services only)"
-        if isinstance(config, _ServicesOnly)
+        if services_only(config)
         else (", ".join(config.metrics))
     )
     lines = [f"metrics answered: {metrics}"]
@@ -195,7 +214,18 @@ def apply_action(ctx: ActionContext, action: Any, *, cause: str) -> None:
     compliance = ctx.world.agents.compliance
     log = compliance.log
     if action.kind in POLICY_ACTIONS:
-        new_config = changed_compliance(ctx.config, action)
+        try:
+            new_config = changed_compliance(ctx.config, action)
+        except PolicyChangeError as err:
+            # The file check lets through what an earlier decision could make possible; when
+            # the decisions taken did not, the action is refused and the world goes on.
+            log.info(
+                "policy_change_refused",
+                cause=cause,
+                action=action.model_dump(mode="json"),
+                reason=str(err),
+            )
+            return
         old_policy, new_policy = compliance.policy, new_config.build_policy()
         compliance.policy = new_policy
         _carry_ledgers(old_policy, new_policy, compliance.state)
@@ -263,23 +293,53 @@ def apply_action(ctx: ActionContext, action: Any, *, cause: str) -> None:
         raise ValueError(f"unknown action kind {action.kind!r}")
 
 
-def _publish_audit(ctx: ActionContext, epsilon: float, *, cause: str) -> None:
-    """Release the base model's selection rate per group and their difference, privately.
+AUDIT_NEIGHBOURING: Final = "add/remove one record"
+"""The neighbouring rule the published ``epsilon`` is stated under (the audit literature's)."""
+ATTRIBUTE_CHANGE_FACTOR: Final = 2.0
+"""The published release's epsilon under biasleak's own rule (one person's protected attribute
+changes), as a multiple of its add/remove epsilon (see :func:`_publish_audit`)."""
 
-    Counts of people the base model accepts (h >= 0.5) in the advantaged and disadvantaged
-    groups, with Laplace noise of scale 1/epsilon per cell (L1 sensitivity 1 under the
-    add/remove-one-record rule), divided by the public group sizes (post-processing).
+
+def audit_vector(
+    protected: ArrayLike, predictions: ArrayLike
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """What a published audit releases, exactly: ``(accepted per group, size per group)``.
+
+    Groups in the order (advantaged A = 1, disadvantaged A = 0); a person is accepted when the
+    model's prediction is at least 0.5.
+    """
+    a = np.asarray(protected) == 1
+    accepted = np.asarray(predictions) >= 0.5
+    counts = np.array(
+        [np.count_nonzero(accepted & a), np.count_nonzero(accepted & ~a)], dtype=np.float64
+    )
+    sizes = np.array([np.count_nonzero(a), np.count_nonzero(~a)], dtype=np.float64)
+    return counts, sizes
+
+
+def _publish_audit(ctx: ActionContext, epsilon: float, *, cause: str) -> None:
+    r"""Release the base model's selection rate per group and their difference, privately.
+
+    The released vector is (accepted in the advantaged group, accepted in the disadvantaged
+    group, N1, N0): the counts of people the base model accepts (h >= 0.5) and the group sizes,
+    which biasleak keeps secret like every other function of the protected attribute. Laplace
+    noise of scale ``2 / epsilon`` in each cell
+    (:func:`~biasleak.mechanisms.audit.release_counts_and_totals`): adding or removing one
+    record moves one total and at most one count by one, L1 sensitivity 2, so the release is
+    ``epsilon``-DP under the add/remove rule. Under biasleak's own neighbouring rule (one
+    person's attribute flips, the data set keeps its size) the person leaves one group and
+    joins the other: both totals move by one, and both counts when the base model accepts them,
+    L1 sensitivity 4, so the same release is ``2 epsilon``-DP; the public event states both.
+    The rates divide the released counts by the released totals (post-processing: the totals
+    floored at 1, the rates clipped to [0, 1]). The exact counts, sizes and difference go only
+    into the compliance side's ``audit_internal`` event.
     """
     world = ctx.world
-    protected = np.asarray(world.data.protected) == 1
-    accepted = np.asarray(world.h0) >= 0.5
-    counts = np.array(
-        [np.count_nonzero(accepted & protected), np.count_nonzero(accepted & ~protected)],
-        dtype=np.float64,
-    )
-    sizes = np.array([world.data.n1, world.data.n0], dtype=np.float64)
-    released = release_counts(counts, epsilon=epsilon, rng=ctx.audit_rng)
-    noisy_rates = rates(np.clip(released.counts, 0.0, sizes), sizes)
+    counts, sizes = audit_vector(world.data.protected, world.h0)
+    released, _ = release_counts_and_totals(counts, sizes, epsilon=epsilon, rng=ctx.audit_rng)
+    noisy_counts, noisy_sizes = released.counts[:2], released.counts[2:]
+    totals = np.maximum(noisy_sizes, 1.0)
+    noisy_rates = np.clip(noisy_counts / totals, 0.0, 1.0)
     difference = float(noisy_rates[0] - noisy_rates[1])
     exact = rate_difference(counts, sizes)
     log = world.agents.compliance.log
@@ -287,9 +347,13 @@ def _publish_audit(ctx: ActionContext, epsilon: float, *, cause: str) -> None:
         "audit_published",
         cause=cause,
         epsilon=float(epsilon),
-        neighbouring="add/remove one record",
+        neighbouring=AUDIT_NEIGHBOURING,
+        sensitivity=released.sensitivity,
+        epsilon_attribute_change=ATTRIBUTE_CHANGE_FACTOR * float(epsilon),
+        sensitivity_attribute_change=ATTRIBUTE_CHANGE_FACTOR * released.sensitivity,
         noise_scale=released.scale,
-        group_sizes=[int(world.data.n1), int(world.data.n0)],
+        released_counts=[float(v) for v in noisy_counts],
+        released_group_sizes=[float(v) for v in noisy_sizes],
         selection_rates=[float(r) for r in noisy_rates],
         rate_difference=difference,
     )
@@ -297,6 +361,8 @@ def _publish_audit(ctx: ActionContext, epsilon: float, *, cause: str) -> None:
         "audit_internal",
         internal=True,
         cause=cause,
+        exact_counts=[int(c) for c in counts],
+        exact_group_sizes=[int(n) for n in sizes],
         exact_rate_difference=exact,
         error=abs(difference - exact),
     )

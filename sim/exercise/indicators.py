@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from biasleak.sim.exercise.models import RATING_NAMES, Objective, Thresholds
-from biasleak.sim.exercise.record import Record, clock
+from biasleak.sim.exercise.record import Record, clock, deployment_text
 
 __all__ = ["Rating", "indicator_value", "rate", "rate_objective"]
 
@@ -76,13 +76,11 @@ def indicator_value(indicator: Any, record: Record) -> tuple[float | None, str]:
         return value, f"{what}: {worst} at {value:.1f}%{when} (50% is a coin flip)"
     if kind == "deploy_hours":
         deployed = record.deployments.get(indicator.developer)
-        if deployed is None or deployed["deployed"] is None:
+        what = None if deployed is None else deployment_text(deployed)
+        if deployed is None or what is None:
             why = "never stopped" if deployed is None else deployed["reason"]
             return None, f"{indicator.developer} did not deploy a model ({why})"
-        return deployed["t"], (
-            f"{indicator.developer} deployed candidate {deployed['deployed']} at "
-            f"{_hours(deployed['t'])}"
-        )
+        return deployed["t"], f"{indicator.developer} deployed {what} at {_hours(deployed['t'])}"
     if kind == "alert_response_hours":
         if not record.alerts:
             return None, "the auditor raised no alert"

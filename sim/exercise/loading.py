@@ -16,9 +16,14 @@ code 2). On top of what a single mapping can check, the exercise as a whole must
 - joining developers do not clash with the scenario's, and the scenario with them stays within
   its limits;
 - every action names organisations and identities of the world, ``services_only`` needs a
-  scenario that offers services, and every option's policy change applies to the scenario's
-  policy (so a mechanism the policy's metrics cannot use is a problem at the option, not a
-  crash in the middle of an exercise);
+  scenario that offers services, and a ``refusals_above`` condition names a refusal code the
+  compliance team sends;
+- every option's (and policy inject's) policy change applies to some policy the exercise can
+  be in when it happens: the scenario's, or one that other options and policy injects lead to
+  (so a mechanism the policy's metrics cannot use is a problem at the option, not a crash in
+  the middle of an exercise, while scaling a budget that an earlier decision may add is
+  fine). A change that the decisions actually taken leave impossible is refused when it
+  happens, with a logged reason (:mod:`.actions`);
 - timed items lie before the horizon; scripted decisions name decision points, options and roles.
 """
 
@@ -29,11 +34,18 @@ import typing
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel, ValidationError
 
+from biasleak.agents.messages import REFUSAL_REASONS
 from biasleak.mechanisms._validation import did_you_mean
+from biasleak.sim.exercise.actions import (
+    POLICY_ACTIONS,
+    PolicyChangeError,
+    changed_compliance,
+    services_only,
+)
 from biasleak.sim.exercise.models import (
     ACTIONS,
     CONDITIONS,
@@ -58,6 +70,12 @@ from biasleak.sim.scenario.errors import _describe, pick_model, problem_line
 __all__ = ["LoadedExercise", "load_decisions", "load_exercise", "parse_exercise"]
 
 HOURS_PER_DAY = 24.0
+COMPLIANCE_REFUSALS: Final[tuple[str, ...]] = tuple(r for r in REFUSAL_REASONS if r != "timeout")
+"""Refusal codes a ``refusals_above`` condition may name: the ones the compliance team sends
+(``timeout`` is what a developer records when no reply came; the team never refuses with it)."""
+POLICY_STATES_EXPLORED: Final = 256
+"""At most this many policies are explored as the ones an exercise can be in (see
+:meth:`_Checks._reachable`); beyond, a policy action is checked against those found."""
 _OWN_TAGS = set(ACTIONS) | set(CONDITIONS) | set(INDICATORS) | set(INJECTS)
 """Union tags pydantic inserts into error locations for the exercise's own unions."""
 
@@ -287,6 +305,7 @@ class _Checks:
         )
         self.identities = self._identities(scenario, joining)
         self.items = [i.id for i in exercise.msel] + [p.id for p in exercise.decision_points]
+        self._reached_configs: dict[str, list[Any]] = {}
 
     @staticmethod
     def _identities(scenario: Scenario, joining: list[Any]) -> list[str]:
@@ -346,7 +365,9 @@ class _Checks:
                     self.problem(["decision_points", k, "options", j, "id"], "option id used twice")
                 for a, action in enumerate(option.actions):
                     self._action(["decision_points", k, "options", j, "actions", a], action)
-                self._applies(["decision_points", k, "options", j, "actions"], option.actions)
+                self._applies(
+                    ["decision_points", k, "options", j, "actions"], option.actions, owner=point.id
+                )
             for role, kinds in point.evidence.items():
                 self._role(["decision_points", k, "evidence", role], role)
                 truth = sorted(set(kinds) & GROUND_TRUTH_EVIDENCE)
@@ -358,7 +379,7 @@ class _Checks:
                     )
         for k, item in enumerate(ex.msel):
             if item.kind == "policy":
-                self._applies(["msel", k, "actions"], item.actions)
+                self._applies(["msel", k, "actions"], item.actions, owner=item.id)
         for k, objective in enumerate(ex.objectives):
             self._role(["objectives", k, "owner"], objective.owner)
             ind = objective.indicator
@@ -418,6 +439,8 @@ class _Checks:
             )
         elif cond.kind == "leakage_above":
             self._known([*path, "developer"], cond.developer, self.identities, "developer")
+        elif cond.kind == "refusals_above":
+            self._known([*path, "reason"], cond.reason, COMPLIANCE_REFUSALS, "refusal reason")
 
     def _action(self, path: list[Any], action: Any) -> None:
         if action.kind in ("suspend", "reinstate"):
@@ -435,17 +458,82 @@ class _Checks:
             for j, role in enumerate(action.to):
                 self._role([*path, "to", j], role, allow_all=True)
 
-    def _applies(self, path: list[Any], actions: Sequence[Any]) -> None:
-        """The policy actions, applied in order to the scenario's policy, give a valid policy."""
-        from biasleak.sim.exercise.actions import PolicyChangeError, changed_compliance
+    def _policy_changes(self) -> list[tuple[str, list[Any]]]:
+        """(owner, policy actions) of every option and policy inject that changes the policy:
+        the owner is the decision point or inject (a decision point takes one option)."""
+        out = []
+        for point in self.exercise.decision_points:
+            for option in point.options:
+                actions = [a for a in option.actions if a.kind in POLICY_ACTIONS]
+                if actions:
+                    out.append((point.id, actions))
+        for item in self.exercise.msel:
+            if item.kind == "policy":
+                actions = [a for a in item.actions if a.kind in POLICY_ACTIONS]
+                if actions:
+                    out.append((item.id, actions))
+        return out
 
-        config = self.scenario.compliance
-        for j, action in enumerate(actions):
-            try:
-                config = changed_compliance(config, action)
-            except PolicyChangeError as err:
-                self.problem([*path, j], str(err))
+    def _reachable(self, owner: str) -> list[Any]:
+        """The compliance configurations the exercise can be in before ``owner``'s actions.
+
+        The scenario's, and those that the other decision points' options and the policy
+        injects lead to, applied in any order, each decision point or inject at most once on a
+        path (what earlier decisions and injects could have changed). Timing is not considered
+        (an option that can only come later still counts): this admits more than can happen,
+        never less, within :data:`POLICY_STATES_EXPLORED` paths.
+        """
+        if owner in self._reached_configs:
+            return self._reached_configs[owner]
+        start = self.scenario.compliance
+        changes = [(o, acts) for o, acts in self._policy_changes() if o != owner]
+        found: dict[str, Any] = {_state_key(start): start}
+        seen: set[tuple[str, frozenset[str]]] = {(_state_key(start), frozenset())}
+        frontier: list[tuple[Any, frozenset[str]]] = [(start, frozenset())]
+        while frontier and len(seen) < POLICY_STATES_EXPLORED:
+            config, used = frontier.pop(0)
+            for other, actions in changes:
+                after = None if other in used else _applied(config, actions)
+                if after is None or isinstance(after, str):
+                    continue
+                key, path = _state_key(after), used | {other}
+                if (key, path) not in seen and len(seen) < POLICY_STATES_EXPLORED:
+                    seen.add((key, path))
+                    found.setdefault(key, after)
+                    frontier.append((after, path))
+        self._reached_configs[owner] = list(found.values())
+        return self._reached_configs[owner]
+
+    def _applies(self, path: list[Any], actions: Sequence[Any], *, owner: str) -> None:
+        """The policy actions, applied in order, give a valid policy from at least one policy
+        the exercise can be in when they happen; otherwise the problem they meet on the
+        scenario's own policy is reported at the action."""
+        if not any(a.kind in POLICY_ACTIONS for a in actions):
+            return
+        problem = _applied(self.scenario.compliance, actions, where=True)
+        if not isinstance(problem, tuple):
+            return  # the common case: it applies to the scenario's policy
+        for config in self._reachable(owner)[1:]:
+            if not isinstance(_applied(config, actions, where=True), tuple):
                 return
+        index, message = problem
+        self.problem([*path, index], message)
+
+
+def _state_key(config: Any) -> str:
+    """A configuration's identity (services-only or not, and its fields)."""
+    return f"{services_only(config)}:{config.model_dump_json()}"
+
+
+def _applied(config: Any, actions: Sequence[Any], *, where: bool = False) -> Any:
+    """The configuration after ``actions``, or the problem: its message (with ``where``,
+    ``(index of the action, message)``)."""
+    for j, action in enumerate(actions):
+        try:
+            config = changed_compliance(config, action)
+        except PolicyChangeError as err:
+            return (j, str(err)) if where else str(err)
+    return config
 
 
 def decision_problems(

@@ -135,7 +135,9 @@ class EpsilonCondition(Strict):
 
 
 class RefusalCondition(Strict):
-    """The compliance team refused ``count`` models (for ``reason``, when given)."""
+    """The compliance team refused ``count`` models (for ``reason``, when given: one of the
+    refusal codes of :data:`biasleak.agents.messages.REFUSAL_REASONS` the compliance team
+    sends)."""
 
     kind: Literal["refusals_above"]
     count: int = Field(ge=1)
@@ -259,8 +261,11 @@ class ServicesOnly(Strict):
 
 class PublishAudit(Strict):
     """Publish the base model's selection rates per group and their difference (statistical
-    parity), released with Laplace noise at ``epsilon`` under the add/remove-one-record rule
-    (:mod:`biasleak.mechanisms.audit`), with the public group sizes as denominators."""
+    parity). The accepted counts and the group sizes (secret, like every function of the
+    protected attribute) are released together with Laplace noise, ``epsilon``-DP under the
+    add/remove-one-record rule (:mod:`biasleak.mechanisms.audit`); when one person's attribute
+    changes, the same release is ``2 epsilon``-DP. The rates divide the released counts by the
+    released sizes."""
 
     kind: Literal["publish_audit"]
     epsilon: float = Field(gt=0.0, allow_inf_nan=False)
@@ -313,7 +318,9 @@ class FinalLeakage(Strict):
 
 
 class DeployHours(Strict):
-    """Hours until the honest ``developer`` deployed a model (never: unable). Lower is better."""
+    """Hours until the honest ``developer`` deployed a model: the candidate it picked from
+    metric answers, or the model a fair-learning service delivered (never: unable). Lower is
+    better."""
 
     kind: Literal["deploy_hours"]
     developer: str

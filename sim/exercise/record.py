@@ -9,16 +9,27 @@ what the report says come from one source, the log.
 It keeps: the developers (from the header and the joiners), every leakage score over time (the
 evaluator's ground truth, which only the facilitator's views and the report read), the epsilon
 charged per organisation over time, answered and refused models, the auditor's alerts, the
-honest developers' deployments, published audits, and the exercise's own events (injects,
-decision points reached, decisions, messages, policy changes, suspensions).
+honest developers' deployments (a candidate picked from metric answers, or the model a
+fair-learning service delivered), published audits, and the exercise's own events (injects,
+decision points reached, decisions, messages, policy changes and refused ones, suspensions).
+
+Every fact keeps the ``seq`` of the event it came from (the log's sequence number; during an
+exercise the record counts the events it is handed, which are the log's events in the log's
+order), so that facts of the same simulated moment can be put back in the order they happened.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["Record", "clock"]
+__all__ = ["HONEST_STRATEGIES", "Record", "clock", "deployment_text"]
+
+HONEST_STRATEGIES: Final = frozenset(
+    {"honest_selection", "request_postprocessing", "request_fair_training"}
+)
+"""Strategies of honest developers: pick the fairest candidate from metric answers, or ask a
+fair-learning service for a fair model."""
 
 
 def clock(t: float) -> str:
@@ -28,6 +39,15 @@ def clock(t: float) -> str:
     if minutes == 1440:  # 23:59.99 rounds up to the next day
         day, minutes = day + 1, 0
     return f"day {int(day) + 1}, {minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def deployment_text(deployment: dict[str, Any]) -> str | None:
+    """What a deployment put in service, in words (None: no model was deployed)."""
+    if deployment.get("service") is not None:
+        return f"the {deployment['service']} model"
+    if deployment.get("deployed") is not None:
+        return f"candidate {deployment['deployed']}"
+    return None
 
 
 def _num(value: Any) -> float:
@@ -46,6 +66,8 @@ class Record:
         """Identity -> organisation and strategy kind (ground truth: the strategy)."""
         self.leakage: dict[str, list[tuple[float, float]]] = defaultdict(list)
         """Identity -> (hours, leakage %) of every scored estimate. Ground truth."""
+        self.leakage_seq: dict[str, list[int]] = defaultdict(list)
+        """Identity -> the ``seq`` of each of its scores (parallel to :attr:`leakage`)."""
         self.revealed: dict[str, int] = {}
         """Identity -> people its latest estimate has right. Ground truth."""
         self.epsilon: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -61,7 +83,8 @@ class Record:
         self.alerts: list[dict[str, Any]] = []
         """The auditor's alerts: hours, developer, organization, detector, evidence."""
         self.deployments: dict[str, dict[str, Any]] = {}
-        """Honest identity -> hours and deployed candidate, when it stopped."""
+        """Honest identity -> hours, deployed candidate (or None), the service whose model it
+        deployed (or None) and why it stopped, when it stopped."""
         self.audits: list[dict[str, Any]] = []
         """Published audits (public figures)."""
         self.audit_errors: list[float] = []
@@ -78,12 +101,16 @@ class Record:
         """Messages sent by decisions: hours, cause, text, to."""
         self.policy: list[dict[str, Any]] = []
         """Policy changes: hours, cause, action, policy (lines)."""
+        self.policy_refused: list[dict[str, Any]] = []
+        """Policy actions that could not apply: hours, cause, action, reason."""
         self.suspensions: list[dict[str, Any]] = []
         """Suspensions and reinstatements: hours, cause, change, organization, identity."""
         self.auditor_started: list[dict[str, Any]] = []
         self.interrupted: float | None = None
         """Hours when the exercise was interrupted, if it was."""
         self.last_t = 0.0
+        self.seq = 0
+        """The sequence number of the last event digested."""
 
     @classmethod
     def from_events(cls, events: list[dict[str, Any]]) -> Record:
@@ -99,6 +126,7 @@ class Record:
         kind = e.get("event")
         t = float(e.get("t", 0.0))
         self.last_t = max(self.last_t, t)
+        self.seq = int(e["seq"]) if "seq" in e else self.seq + 1
         handler = getattr(self, f"_on_{kind}", None)
         if handler is not None:
             handler(e, t)
@@ -107,6 +135,7 @@ class Record:
 
     def _on_evaluation(self, e: dict[str, Any], t: float) -> None:
         self.leakage[e["developer"]].append((t, _num(e["leakage"])))
+        self.leakage_seq[e["developer"]].append(self.seq)
         self.revealed[e["developer"]] = int(e["revealed"])
 
     def _charge(self, e: dict[str, Any], t: float) -> None:
@@ -128,6 +157,7 @@ class Record:
         self.alerts.append(
             {
                 "t": t,
+                "seq": self.seq,
                 "developer": e["developer"],
                 "organization": e["organization"],
                 "detector": e["detector"],
@@ -136,19 +166,29 @@ class Record:
         )
 
     def _on_developer_stopped(self, e: dict[str, Any], t: float) -> None:
+        # An honest selection reports the candidate it deployed (``deployed``); a developer that
+        # asked a fair-learning service reports the service that delivered its model
+        # (``service``, None when the request was refused).
         report = e.get("report") or {}
-        if isinstance(report, dict) and "deployed" in report:
+        if isinstance(report, dict) and ("deployed" in report or "service" in report):
             self.deployments[e["agent"]] = {
                 "t": t,
+                "seq": self.seq,
                 "deployed": report.get("deployed"),
+                "service": report.get("service"),
                 "reason": e.get("reason"),
             }
 
     def _on_audit_published(self, e: dict[str, Any], t: float) -> None:
+        attribute_change = e.get("epsilon_attribute_change")
         self.audits.append(
             {
                 "t": t,
+                "seq": self.seq,
                 "epsilon": _num(e["epsilon"]),
+                "epsilon_attribute_change": None
+                if attribute_change is None
+                else _num(attribute_change),
                 "rate_difference": _num(e["rate_difference"]),
                 "selection_rates": [_num(v) for v in e["selection_rates"]],
                 "noise_scale": _num(e["noise_scale"]),
@@ -162,7 +202,8 @@ class Record:
 
     def _on_inject_fired(self, e: dict[str, Any], t: float) -> None:
         self.injects.append(
-            {k: e.get(k) for k in ("id", "kind", "category", "text", "to")} | {"t": t}
+            {k: e.get(k) for k in ("id", "kind", "category", "text", "to")}
+            | {"t": t, "seq": self.seq}
         )
 
     def _on_developer_joined(self, e: dict[str, Any], t: float) -> None:
@@ -172,31 +213,54 @@ class Record:
             )
             self.organization_of[identity] = e["organization"]
         self.joined.append(
-            {"t": t, **{k: e.get(k) for k in ("inject", "identities", "organization", "strategy")}}
+            {
+                "t": t,
+                "seq": self.seq,
+                **{k: e.get(k) for k in ("inject", "identities", "organization", "strategy")},
+            }
         )
 
     def _on_decision_point_reached(self, e: dict[str, Any], t: float) -> None:
-        self.reached.append({"t": t, "id": e["decision"], "title": e["title"]})
+        self.reached.append({"t": t, "seq": self.seq, "id": e["decision"], "title": e["title"]})
 
     def _on_decision_recorded(self, e: dict[str, Any], t: float) -> None:
         keys = ("decision", "title", "option", "label", "by", "rationale")
-        self.decisions.append({"t": t, **{k: e.get(k) for k in keys}})
+        self.decisions.append({"t": t, "seq": self.seq, **{k: e.get(k) for k in keys}})
 
     def _on_message_sent(self, e: dict[str, Any], t: float) -> None:
-        self.messages.append({"t": t, "cause": e["cause"], "text": e["text"], "to": e["to"]})
+        self.messages.append(
+            {"t": t, "seq": self.seq, "cause": e["cause"], "text": e["text"], "to": e["to"]}
+        )
 
     def _on_policy_changed(self, e: dict[str, Any], t: float) -> None:
         self.policy.append(
-            {"t": t, "cause": e["cause"], "action": e["action"], "policy": e["policy"]}
+            {
+                "t": t,
+                "seq": self.seq,
+                "cause": e["cause"],
+                "action": e["action"],
+                "policy": e["policy"],
+            }
+        )
+
+    def _on_policy_change_refused(self, e: dict[str, Any], t: float) -> None:
+        self.policy_refused.append(
+            {
+                "t": t,
+                "seq": self.seq,
+                "cause": e["cause"],
+                "action": e["action"],
+                "reason": e["reason"],
+            }
         )
 
     def _on_suspension_changed(self, e: dict[str, Any], t: float) -> None:
         keys = ("cause", "change", "organization", "identity")
-        self.suspensions.append({"t": t, **{k: e.get(k) for k in keys}})
+        self.suspensions.append({"t": t, "seq": self.seq, **{k: e.get(k) for k in keys}})
 
     def _on_auditor_started(self, e: dict[str, Any], t: float) -> None:
         if not e.get("already_running"):
-            self.auditor_started.append({"t": t, "cause": e["cause"]})
+            self.auditor_started.append({"t": t, "seq": self.seq, "cause": e["cause"]})
 
     def _on_exercise_interrupted(self, e: dict[str, Any], t: float) -> None:
         self.interrupted = t
@@ -204,8 +268,9 @@ class Record:
     # -- derived facts ----------------------------------------------------------------------------
 
     def honest(self) -> list[str]:
-        """Honest developers (those that pick among candidates), in header order."""
-        return [i for i, d in self.developers.items() if d["strategy"] == "honest_selection"]
+        """Honest developers (those that pick among candidates or ask a fair-learning service
+        for a model), in header order."""
+        return [i for i, d in self.developers.items() if d["strategy"] in HONEST_STRATEGIES]
 
     def latest_leakage(self) -> dict[str, float]:
         """Identity -> its latest leakage (50: no estimate yet). Ground truth."""

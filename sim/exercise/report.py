@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from biasleak.sim.exercise.indicators import Rating, rate_objective
 from biasleak.sim.exercise.models import RATING_NAMES, RATINGS, Exercise
-from biasleak.sim.exercise.record import Record, clock
+from biasleak.sim.exercise.record import Record, clock, deployment_text
 from biasleak.sim.exercise.svg import step_chart
 from biasleak.sim.exercise.views import record_timeline
 
@@ -306,10 +306,11 @@ def _utility(record: Record) -> str:
     parts = []
     for identity in record.honest():
         d = record.deployments.get(identity)
-        if d is None or d["deployed"] is None:
+        what = None if d is None else deployment_text(d)
+        if d is None or what is None:
             parts.append(f"{identity}: no model")
         else:
-            parts.append(f"{identity}: candidate {d['deployed']} at {d['t']:.1f} h")
+            parts.append(f"{identity}: {what} at {d['t']:.1f} h")
     return "; ".join(parts) or "no honest developer"
 
 

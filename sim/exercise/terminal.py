@@ -1,11 +1,13 @@
 """Terminal mode: the facilitator plays an exercise at a prompt, on a screen the room can share.
 
-At each decision point without a scripted decision the terminal prints what happened since the
-last pause, the evidence each seated role sees (never the ground truth: the screen is shared;
-the facilitator reads it in the after-action report), and the numbered options. The facilitator
-types the option's number, then who decided (a number, Enter for the decision point's owner) and
-the stated rationale (one line, Enter for none). A key that is not an option gets a message
-naming what to type, and the same prompt again.
+As the world runs, the terminal prints each line of the room's timeline once, in time order
+and, within one moment, in the order the log recorded it (a line that arrives after a pause at a
+moment already printed is printed then, and nothing is repeated). At each decision point without
+a scripted decision it prints the evidence each seated role sees (never the ground truth: the
+screen is shared; the facilitator reads it in the after-action report), and the numbered
+options. The facilitator types the option's number, then who decided (a number, Enter for the
+decision point's owner) and the stated rationale (one line, Enter for none). A key that is not
+an option gets a message naming what to type, and the same prompt again.
 
 Ctrl-C at any moment stops the exercise: the log is closed with the summary of what happened so
 far (``biasleak replay`` rebuilds it) and a partial report marked interrupted is written; the
@@ -17,9 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final, TextIO
 
+from biasleak.sim.exercise.record import clock
 from biasleak.sim.exercise.session import ExerciseSession
+from biasleak.sim.exercise.views import TimelineEntry, timeline_entries
 
-__all__ = ["NOT_AN_OPTION", "play"]
+__all__ = ["NOT_AN_OPTION", "play", "print_new"]
 
 NOT_AN_OPTION: Final = "{key!r} is not an option: type a number from 1 to {count}"
 NOT_A_ROLE: Final = "{key!r} is not a role: type a number from 1 to {count}, or Enter for {owner}"
@@ -45,15 +49,33 @@ def _table(table: dict[str, Any], out: TextIO) -> None:
         print("    " + "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)), file=out)
 
 
-def _room_timeline(session: ExerciseSession) -> list[dict[str, Any]]:
-    """What happened, as the seated roles other than the facilitator together may see it."""
-    seen: dict[tuple[float, str, str], dict[str, Any]] = {}
+def _room_timeline(session: ExerciseSession) -> list[TimelineEntry]:
+    """What happened, as the seated roles other than the facilitator together may see it, in
+    time order and, within one moment, in the log's order."""
+    seen: dict[tuple[int, str, str], TimelineEntry] = {}
     for role in session.exercise.roles:
         if role == "facilitator":
             continue
-        for entry in session.timeline(role):
-            seen.setdefault((entry["t"], entry["kind"], entry["text"]), entry)
-    return sorted(seen.values(), key=lambda e: e["t"])
+        for entry in timeline_entries(session.record, role):
+            seen.setdefault(_key(entry), entry)
+    return sorted(seen.values(), key=lambda e: (e.t, e.seq))
+
+
+def _key(entry: TimelineEntry) -> tuple[int, str, str]:
+    """What makes an entry itself: the event it comes from and what it says."""
+    return (entry.seq, entry.kind, entry.text)
+
+
+def print_new(
+    entries: list[TimelineEntry], printed: set[tuple[int, str, str]], out: TextIO
+) -> None:
+    """Print the entries not printed yet (by identity: an entry that arrives later at a moment
+    already printed is printed once, and nothing printed before is repeated)."""
+    for entry in entries:
+        key = _key(entry)
+        if key not in printed:
+            printed.add(key)
+            print(f"[{clock(entry.t)}] {entry.text}", file=out)
 
 
 def _ask(prompt: str, read: Callable[[str], str], out: TextIO, check: Callable[[str], Any]) -> Any:
@@ -128,14 +150,11 @@ def play(
     if ex.description:
         print(ex.description.strip(), file=out)
     print(f"Roles: {', '.join(ex.roles)}. Ctrl-C stops and writes a partial report.", file=out)
-    shown = 0
+    printed: set[tuple[int, str, str]] = set()
     try:
         while not session.finished:
             session.advance()
-            entries = _room_timeline(session)
-            for entry in entries[shown:]:
-                print(f"[{entry['clock']}] {entry['text']}", file=out)
-            shown = len(entries)
+            print_new(_room_timeline(session), printed, out)
             out.flush()
             if session.pending is not None:
                 _decide(session, read, out)

@@ -16,18 +16,26 @@ facilitator sees every table granted to anyone, plus the ground truth.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from biasleak.sim.exercise.actions import describe_policy
 from biasleak.sim.exercise.models import GROUND_TRUTH_EVIDENCE
-from biasleak.sim.exercise.record import clock
+from biasleak.sim.exercise.record import clock, deployment_text
 from biasleak.sim.runlog import jsonable
 
 if TYPE_CHECKING:
     from biasleak.sim.exercise.record import Record
     from biasleak.sim.exercise.session import ExerciseSession
 
-__all__ = ["ALERT_ROLES", "evidence", "record_timeline", "status", "timeline"]
+__all__ = [
+    "ALERT_ROLES",
+    "TimelineEntry",
+    "evidence",
+    "record_timeline",
+    "status",
+    "timeline",
+    "timeline_entries",
+]
 
 ALERT_ROLES: Final = frozenset({"facilitator", "compliance_lead", "auditor"})
 """Roles that see the auditor's alerts as they come."""
@@ -111,10 +119,10 @@ def _visible_messages(session: ExerciseSession, role: str) -> list[dict[str, Any
 
 def _deployments(session: ExerciseSession, role: str) -> tuple[list[str], list[list[Any]]]:
     rows = [
-        [i, _r(d["t"], 2), d["deployed"] if d["deployed"] is not None else "none", d["reason"]]
+        [i, _r(d["t"], 2), deployment_text(d) or "none", d["reason"]]
         for i, d in sorted(session.record.deployments.items())
     ]
-    return ["developer", "hours", "candidate deployed", "outcome"], rows
+    return ["developer", "hours", "model deployed", "outcome"], rows
 
 
 def _audit(session: ExerciseSession, role: str) -> tuple[list[str], list[list[Any]]]:
@@ -122,13 +130,21 @@ def _audit(session: ExerciseSession, role: str) -> tuple[list[str], list[list[An
         [
             _r(a["t"], 2),
             a["epsilon"],
+            a["epsilon_attribute_change"],
             _r(a["selection_rates"][0]),
             _r(a["selection_rates"][1]),
             _r(a["rate_difference"]),
         ]
         for a in session.record.audits
     ]
-    columns = ["hours", "epsilon", "rate (advantaged)", "rate (disadvantaged)", "difference"]
+    columns = [
+        "hours",
+        "epsilon (add/remove one record)",
+        "epsilon (one person's attribute changes)",
+        "rate (advantaged)",
+        "rate (disadvantaged)",
+        "difference",
+    ]
     return columns, rows
 
 
@@ -197,72 +213,98 @@ def evidence(session: ExerciseSession, role: str) -> dict[str, Any]:
 # -- timeline and status -------------------------------------------------------------------------
 
 
+class TimelineEntry(NamedTuple):
+    """One line of a timeline, with the ``seq`` of the log event it comes from."""
+
+    t: float
+    """Simulated hours."""
+    seq: int
+    """The log event's sequence number: the order of entries of the same moment."""
+    kind: str
+    text: str
+
+
 def timeline(session: ExerciseSession, role: str) -> list[dict[str, Any]]:
     """What happened so far as ``role`` may see it, in time order."""
     return record_timeline(session.record, role)
 
 
 def record_timeline(r: Record, role: str) -> list[dict[str, Any]]:
-    """The timeline of a record as ``role`` may see it (the report's is the facilitator's)."""
-    entries: list[tuple[float, int, str, str]] = []
+    """The timeline of a record as ``role`` may see it (the report's is the facilitator's).
 
-    def add(t: float, kind: str, text: str) -> None:
-        entries.append((t, len(entries), kind, text))
+    The entries carry no sequence number: it counts every log event, the facilitator's ground
+    truth included, so a gap would tell a role that something it does not see happened.
+    """
+    return [
+        {"t": round(e.t, 4), "clock": clock(e.t), "kind": e.kind, "text": e.text}
+        for e in timeline_entries(r, role)
+    ]
+
+
+def timeline_entries(r: Record, role: str) -> list[TimelineEntry]:
+    """The timeline of a record as ``role`` may see it, ordered by time, then by the log's
+    order of events (a chain of decisions at one moment reads as it happened)."""
+    entries: list[TimelineEntry] = []
+
+    def add(item: dict[str, Any], kind: str, text: str) -> None:
+        entries.append(TimelineEntry(item["t"], item["seq"], kind, text))
 
     for i in r.injects:
         if i["text"] and _sees(role, i["to"]):
-            add(i["t"], "inject", f"[{i['category']}] {i['text']}")
+            add(i, "inject", f"[{i['category']}] {i['text']}")
     if role in ALERT_ROLES:
         for a in r.alerts:
             add(
-                a["t"],
+                a,
                 "alert",
                 f"auditor alert ({a['detector']}) on {a['developer']} of {a['organization']}: "
                 f"{a['evidence']}",
             )
     for p in r.reached:
-        add(p["t"], "decision_point", f"decision point: {p['title']}")
+        add(p, "decision_point", f"decision point: {p['title']}")
     for d in r.decisions:
         why = f" - {d['rationale']}" if d["rationale"] else ""
-        add(d["t"], "decision", f"{d['title']}: {d['label']} (decided by {d['by']}){why}")
+        add(d, "decision", f"{d['title']}: {d['label']} (decided by {d['by']}){why}")
     for m in r.messages:
         if _sees(role, m["to"]):
-            add(m["t"], "message", m["text"])
+            add(m, "message", m["text"])
     for c in r.policy:
-        add(c["t"], "policy", "policy changed: " + "; ".join(c["policy"][1:] or c["policy"]))
+        add(c, "policy", "policy changed: " + "; ".join(c["policy"][1:] or c["policy"]))
+    for c in r.policy_refused:
+        add(c, "policy", f"policy change {c['action']['kind']} not applied: {c['reason']}")
     for s in r.suspensions:
         who = s["organization"] or s["identity"]
-        add(s["t"], "suspension", f"{s['change']}: {who}")
+        add(s, "suspension", f"{s['change']}: {who}")
     for a in r.auditor_started:
-        add(a["t"], "auditor", "the external auditor starts reading the query log")
+        add(a, "auditor", "the external auditor starts reading the query log")
     for a in r.audits:
+        privacy = f"epsilon {a['epsilon']:g}, add/remove one record"
+        if a["epsilon_attribute_change"] is not None:
+            privacy += f"; {a['epsilon_attribute_change']:g} if one person's attribute changes"
         add(
-            a["t"],
+            a,
             "audit",
-            f"audit published: selection-rate difference {a['rate_difference']:+.4f} "
-            f"(epsilon {a['epsilon']:g})",
+            f"audit published: selection-rate difference {a['rate_difference']:+.4f} ({privacy})",
         )
     if role in DEPLOY_ROLES:
         for i, d in sorted(r.deployments.items()):
-            what = f"candidate {d['deployed']}" if d["deployed"] is not None else "no model"
-            add(d["t"], "deployment", f"{i} deployed {what}")
+            add(d, "deployment", f"{i} deployed {deployment_text(d) or 'no model'}")
     if role == "facilitator":
         for j in r.joined:
             add(
-                j["t"],
+                j,
                 "joined",
                 f"{', '.join(j['identities'])} ({j['strategy']}) joined {j['organization']}",
             )
         for identity, series in r.leakage.items():
+            seqs = r.leakage_seq.get(identity, [])
             for level in MILESTONES:
-                hit = next((t for t, v in series if v >= level), None)
+                hit = next((k for k, (_, v) in enumerate(series) if v >= level), None)
                 if hit is not None:
-                    add(hit, "ground_truth", f"{identity}'s leakage reached {level:g}%")
-    entries.sort(key=lambda e: (e[0], e[1]))
-    return [
-        {"t": round(t, 4), "clock": clock(t), "kind": kind, "text": text}
-        for t, _, kind, text in entries
-    ]
+                    item = {"t": series[hit][0], "seq": seqs[hit] if hit < len(seqs) else 0}
+                    add(item, "ground_truth", f"{identity}'s leakage reached {level:g}%")
+    entries.sort(key=lambda e: (e.t, e.seq))
+    return entries
 
 
 def status(session: ExerciseSession, role: str) -> dict[str, Any]:
