@@ -9,10 +9,9 @@ strategies match on these codes, never on the human-readable detail.
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Union
+from typing import Final
 
-from pydantic import Field
-
+from biasleak.mechanisms._tagged import tagged_union
 from biasleak.mechanisms.policy import checks
 from biasleak.mechanisms.policy._stage import StageConfig
 from biasleak.mechanisms.policy.budget import Budget
@@ -33,10 +32,7 @@ STAGES: Final[dict[str, type[StageConfig]]] = {
 }
 """Stage kind -> its model (configuration, pipeline position, refusal codes, behaviour)."""
 
-Stage = Annotated[
-    Union[tuple(STAGES.values())],  # type: ignore[valid-type]  # noqa: UP007
-    Field(discriminator="kind"),
-]
+Stage = tagged_union(STAGES.values())
 """Any configurable stage, discriminated on ``kind`` (the scenario files' ``policy:`` items)."""
 
 

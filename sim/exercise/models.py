@@ -29,13 +29,13 @@ apply to the scenario's policy) is checked by :mod:`.loading`, each problem at i
 
 from __future__ import annotations
 
-import typing
-from typing import Annotated, Any, Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, model_validator
 
 from biasleak.agents.auditor import DETECTORS
 from biasleak.agents.compliance import ALERT_REACTIONS
+from biasleak.mechanisms._tagged import tagged_union
 from biasleak.mechanisms.release import MECHANISMS
 from biasleak.sim.runlog import jsonable
 from biasleak.sim.scenario import DeveloperConfig, Strict
@@ -169,10 +169,7 @@ CONDITIONS: Final[dict[str, type[Strict]]] = {
     "decided": DecidedCondition,
 }
 """Condition kind -> model."""
-Condition = Annotated[
-    typing.Union[tuple(CONDITIONS.values())],  # type: ignore[valid-type]  # noqa: UP007
-    Field(discriminator="kind"),
-]
+Condition = tagged_union(CONDITIONS.values())
 
 
 # -- actions on the running world ----------------------------------------------------------------
@@ -293,10 +290,7 @@ ACTIONS: Final[dict[str, type[Strict]]] = {
     "message": SendMessage,
 }
 """Action kind -> model (what :mod:`.actions` knows how to apply)."""
-Action = Annotated[
-    typing.Union[tuple(ACTIONS.values())],  # type: ignore[valid-type]  # noqa: UP007
-    Field(discriminator="kind"),
-]
+Action = tagged_union(ACTIONS.values())
 
 
 # -- indicators and objectives -------------------------------------------------------------------
@@ -372,10 +366,7 @@ INDICATORS: Final[dict[str, type[Strict]]] = {
     "honest_refused": HonestRefused,
 }
 """Indicator kind -> model (computed by :mod:`.indicators`; every one is lower-is-better)."""
-Indicator = Annotated[
-    typing.Union[tuple(INDICATORS.values())],  # type: ignore[valid-type]  # noqa: UP007
-    Field(discriminator="kind"),
-]
+Indicator = tagged_union(INDICATORS.values())
 
 
 class Thresholds(Strict):
@@ -462,10 +453,7 @@ INJECTS: Final[dict[str, type[Strict]]] = {
     "policy": PolicyInject,
 }
 """Inject kind -> model."""
-Inject = Annotated[
-    typing.Union[tuple(INJECTS.values())],  # type: ignore[valid-type]  # noqa: UP007
-    Field(discriminator="kind"),
-]
+Inject = tagged_union(INJECTS.values())
 
 
 class Option(Strict):

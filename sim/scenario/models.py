@@ -30,8 +30,7 @@ committed as ``scenarios/schema.json``.
 from __future__ import annotations
 
 import json
-import typing
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -39,6 +38,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from biasleak.agents.auditor import DETECTORS, DetectorSettings
 from biasleak.agents.compliance import ALERT_REACTIONS
 from biasleak.agents.strategies import ISOLATED_KINDS, STRATEGIES
+from biasleak.mechanisms._tagged import tagged_union
 from biasleak.mechanisms._validation import did_you_mean
 from biasleak.mechanisms.digests import text_digest
 from biasleak.sim.runlog import jsonable
@@ -70,10 +70,7 @@ class ModelConfig(Strict):
 
 # -- developers ----------------------------------------------------------------------------------
 
-StrategyConfig = Annotated[
-    typing.Union[tuple(cfg for cfg, _ in STRATEGIES.values())],  # type: ignore[valid-type]  # noqa: UP007
-    Field(discriminator="kind"),
-]
+StrategyConfig = tagged_union(cfg for cfg, _ in STRATEGIES.values())
 
 
 class DeveloperConfig(Strict):

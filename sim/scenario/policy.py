@@ -24,7 +24,7 @@ scenario's ``limits.max_models`` (:mod:`.limits`).
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, Union
+from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -36,6 +36,7 @@ from biasleak.agents.services import (
     ServiceSpec,
 )
 from biasleak.mechanisms import policy as pol
+from biasleak.mechanisms._tagged import tagged_union
 from biasleak.mechanisms.fair.budget import ACCOUNTANTS
 from biasleak.mechanisms.fair.oracle import MIXTURES
 from biasleak.mechanisms.metrics import METRICS
@@ -110,10 +111,7 @@ SERVICES: dict[str, type[Strict]] = {
     "dp_oracle_learner": OracleLearnerConfig,
 }
 """Service kind -> its configuration (the registry the scenario union is built from)."""
-ServiceConfig = Annotated[
-    Union[tuple(SERVICES.values())],  # type: ignore[valid-type]  # noqa: UP007
-    Field(discriminator="kind"),
-]
+ServiceConfig = tagged_union(SERVICES.values())
 """A fair-learning service of the ``services:`` list, discriminated on ``kind``."""
 
 
