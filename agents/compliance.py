@@ -20,11 +20,13 @@ charge the service against the same policy state, logs ``service_answered`` (pub
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
 import simpy
+from numpy.typing import NDArray
 
 from biasleak.agents.messages import (
     Alert,
@@ -41,7 +43,7 @@ from biasleak.agents.querylog import QueryLog, QueryRecord
 from biasleak.agents.services import ServiceDesk, ServiceSpec
 from biasleak.mechanisms.policy import AuditSet, Policy, PolicyState, Request, decide
 
-__all__ = ["ALERT_REACTIONS", "Compliance", "QueryRecord"]
+__all__ = ["ALERT_REACTIONS", "Compliance", "QueryRecord", "ReleaseRecord"]
 
 ALERT_REACTIONS: Final[tuple[str, ...]] = (
     "log_only",
@@ -49,6 +51,35 @@ ALERT_REACTIONS: Final[tuple[str, ...]] = (
     "suspend_identity",
     "suspend_organization",
 )
+
+
+@dataclass(frozen=True)
+class ReleaseRecord:
+    """One release of answered models, for the evaluator's individual privacy accounting.
+
+    Handed to ``on_release`` (a callback the simulator sets; nothing in agents imports it). It
+    holds the submitted models, which only the compliance side and the evaluator see together
+    with the attribute. ``origin`` is None for a fresh release; for answers served from the cache
+    that were first released to another identity, it is that identity (their facts are those of
+    the first release).
+    """
+
+    sender: str
+    organization: str
+    metric: str
+    models: NDArray[np.float64]
+    """(k, n) the models released (fresh, or served from another identity's release)."""
+    mechanism: str
+    epsilon: float
+    """Epsilon of the k models together."""
+    delta: float
+    bounding: str
+    sampler: str
+    noise_scale: float
+    """Noise scale of one answer (INTERNAL)."""
+    origin: str | None = None
+    """The identity the values were first released to, for cached answers; None when fresh."""
+    origin_organization: str | None = None
 
 
 class Compliance:
@@ -68,6 +99,8 @@ class Compliance:
         keep_predictions: bool = True,
         services: tuple[ServiceSpec, ...] = (),
         features: np.ndarray | None = None,
+        on_release: Callable[[ReleaseRecord], None] | None = None,
+        on_service: Callable[[str, str, dict[str, Any]], None] | None = None,
     ) -> None:
         if on_alert not in ALERT_REACTIONS:
             raise ValueError(f"on_alert must be one of {list(ALERT_REACTIONS)}; got {on_alert!r}")
@@ -94,6 +127,10 @@ class Compliance:
         """Developer identity -> mailbox for notices."""
         self.organizations: dict[str, str] = {}
         """Developer identity -> organisation, for organisation-wide notices."""
+        self.on_release = on_release
+        """Told about every release of answered models (the evaluator's accounting), or None."""
+        self.on_service = on_service
+        """Told ``(sender, organization, public facts)`` of every service run, or None."""
         self.services = ServiceDesk(
             tuple(services), protected=audit.protected, labels=audit.labels, features=features
         )
@@ -171,6 +208,8 @@ class Compliance:
                 now,
             )
         assert decision.values is not None
+        internal = decision.internal
+        foreign = _foreign(internal.get("cache_origins", ()), query.sender, query.organization)
         self.log.info(
             "query_answered",
             query_id=query.query_id,
@@ -182,8 +221,10 @@ class Compliance:
             epsilon_charged=decision.epsilon_charged,
             delta_charged=decision.delta_charged,
             cached=int(sum(decision.cached)),
+            **foreign,
         )
-        internal = decision.internal
+        if self.on_release is not None and readable:
+            self._tell_releases(query, decision, arr)
         if internal.get("models_new"):
             new = [i for i, c in enumerate(decision.cached) if not c] or list(
                 range(decision.models)
@@ -209,6 +250,50 @@ class Compliance:
             decision.delta_charged,
             decision.sampler,
         )
+
+    def _tell_releases(self, query: Query, decision: Any, arr: NDArray[np.float64]) -> None:
+        """Hand the fresh models, and the cached ones first released to others, to on_release."""
+        assert self.on_release is not None
+        h = np.atleast_2d(arr).astype(np.float64)
+        internal = decision.internal
+        new = [i for i, c in enumerate(decision.cached) if not c]
+        if internal.get("models_new") and new:
+            noise = self.policy.noise
+            self.on_release(
+                ReleaseRecord(
+                    query.sender,
+                    query.organization,
+                    query.metric,
+                    h[new],
+                    decision.mechanism,
+                    decision.epsilon_charged,
+                    decision.delta_charged,
+                    noise.bounding,
+                    decision.sampler,
+                    float(internal.get("noise_scale", 0.0)),
+                )
+            )
+        groups: dict[Any, list[int]] = {}
+        for i, origin in internal.get("cache_origins", ()):
+            if origin.identity != query.sender:
+                groups.setdefault(origin, []).append(i)
+        for origin, rows in groups.items():
+            self.on_release(
+                ReleaseRecord(
+                    query.sender,
+                    query.organization,
+                    query.metric,
+                    h[rows],
+                    origin.mechanism,
+                    origin.epsilon * len(rows),
+                    origin.delta * len(rows),
+                    origin.bounding,
+                    origin.sampler,
+                    origin.noise_scale,
+                    origin.identity,
+                    origin.organization,
+                )
+            )
 
     def _serve(self, request: ServiceRequest) -> ServiceResult | Refusal:
         outcome = self.services.serve(
@@ -237,6 +322,17 @@ class Compliance:
             disparate_treatment=reply.disparate_treatment,
             **outcome.public,
         )
+        if self.on_service is not None:
+            self.on_service(
+                request.sender,
+                request.organization,
+                {
+                    "service": request.service,
+                    "epsilon_charged": reply.epsilon_charged,
+                    "delta_charged": reply.delta_charged,
+                    **outcome.public,
+                },
+            )
         self.log.info(
             "service_internal",
             internal=True,
@@ -272,3 +368,28 @@ class Compliance:
         self.log.info("notice_sent", recipient=identity, kind=kind)
         if inbox is not None:
             inbox.send(Envelope(Notice(identity, kind, detail, self.env.now)))
+
+
+def _foreign(origins: Any, sender: str, organization: str) -> dict[str, Any]:
+    """Cached answers first released to another identity (``foreign``) or organisation
+    (``foreign_organization``), as ``[mechanism, epsilon per model, delta per model, bounding,
+    sampler, models]`` groups: the ceilings count them for the reader. Empty when none."""
+    out: dict[str, Any] = {}
+    for key, other in (
+        ("foreign", lambda o: o.identity != sender),
+        ("foreign_organization", lambda o: o.organization != organization),
+    ):
+        counts: dict[tuple[Any, ...], int] = {}
+        for _, origin in origins:
+            if other(origin):
+                facts = (
+                    origin.mechanism,
+                    origin.epsilon,
+                    origin.delta,
+                    origin.bounding,
+                    origin.sampler,
+                )
+                counts[facts] = counts.get(facts, 0) + 1
+        if counts:
+            out[key] = [[*facts, k] for facts, k in sorted(counts.items())]
+    return out

@@ -11,14 +11,28 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from biasleak.agents.services import TOO_SMALL
 from biasleak.agents.strategies import PROXY_KINDS
 from biasleak.agents.strategies.honest import choose_deployment
-from biasleak.mechanisms.ceiling import DEFAULT_DELTA, ReleaseSpec, compose, proxy_prior_ceiling
+from biasleak.mechanisms.ceiling import (
+    DEFAULT_DELTA,
+    EO_FAMILY,
+    AuditSizes,
+    ReleaseSpec,
+    privacy_loss,
+    proxy_prior_ceiling,
+)
+from biasleak.mechanisms.ceiling import (
+    ceilings as level_ceilings,
+)
+from biasleak.mechanisms.policy.noise import UNDEFINED
+from biasleak.sim.exposure import service_specs
 
 if TYPE_CHECKING:
     from biasleak.sim.summary import ComplianceSummary, OrganizationSummary
@@ -47,9 +61,6 @@ _SERVICE_SCORES = (
 )
 """What a developer's summary keeps of its ``service_evaluation`` event."""
 
-_TABLE_CELLS = 8
-"""Cells of the post-processing table (prediction x group x label), released together."""
-
 
 class Tally:
     """What the events add up to, read once in log order: one method per kind of event."""
@@ -59,10 +70,22 @@ class Tally:
         """Each developer's summary being filled, in header order."""
         self.bounding, self.sampler = _noise_settings(header)
         """How the run's noise stage bounds the predictions and samples its noise."""
+        self.audit: dict[str, Any] = header.get("audit") or {}
+        """The audit set's size and group sizes (the evaluator's facts)."""
+        self.min_cell = _min_cell_bound(header)
+        """The largest public cell bound of the run's services (0 without one)."""
         self.releases: dict[str, list[ReleaseSpec]] = defaultdict(list)
-        """The fresh releases each developer received."""
+        """The releases each developer received: its own, and cached ones first released to
+        other identities."""
         self.org_releases: dict[str, list[ReleaseSpec]] = defaultdict(list)
-        """The fresh releases each organisation's identities received."""
+        """The releases each organisation's identities received (each once)."""
+        self._pending: dict[str, tuple[str, str | None, int, int]] = {}
+        """Query id -> (sender, organisation, index in each list) of its fresh release, until the
+        compliance side's internal record gives its noise scale."""
+        self.asked_eo: set[str] = set()
+        """Developers that asked an equal-opportunity metric (answered or refused)."""
+        self.exposure: dict[tuple[str, str], dict[str, Any]] = {}
+        """(``developer`` or ``organization``, id) -> its ``exposure`` event."""
         self.queries: dict[str, list[tuple[str, int]]] = defaultdict(list)
         """Each developer's ``(query id, models)``, in the order sent."""
         self.answered_ids: set[str] = set()
@@ -96,6 +119,8 @@ class Tally:
             d["sent"] += e["models"]
             self.queries[e["agent"]].append((e["query_id"], e["models"]))
             self.routes[e["agent"]].add(METRIC_ROUTE)
+            if e.get("metric") in EO_FAMILY:
+                self.asked_eo.add(e["agent"])
 
     def answer_received(self, e: dict[str, Any]) -> None:
         if (d := self._sender(e)) is not None:
@@ -135,20 +160,54 @@ class Tally:
                 d[f"queries_to_{level}"] = d["answered"]
                 d[f"hours_to_{level}"] = e["t"]
 
+    def population(self, metric: str) -> int:
+        """The number of people ``metric`` is computed on (those with y = 1 for EO)."""
+        if metric in EO_FAMILY:
+            return int(self.audit.get("n11", 0)) + int(self.audit.get("n10", 0))
+        return int(self.audit.get("n", 0))
+
+    def _add(self, sender: str, organization: str | None, spec: ReleaseSpec) -> None:
+        self.releases[sender].append(spec)
+        if organization is not None:
+            self.org_releases[organization].append(spec)
+
     def query_answered(self, e: dict[str, Any]) -> None:
         self.answered += e["models"]
         self.epsilon_spent += _number(e["epsilon_charged"])
-        spec = _release(e, self.bounding, self.sampler)
+        sender, org = e["sender"], e.get("organization")
+        metric = str(e.get("metric", "sp"))
+        spec = _release(e, self.bounding, self.sampler, self.population(metric))
         if spec is not None:
-            self.releases[e["sender"]].append(spec)
-            if e.get("organization") is not None:
-                self.org_releases[e["organization"]].append(spec)
+            self._add(sender, org, spec)
+            self._pending[e["query_id"]] = (
+                sender,
+                org,
+                len(self.releases[sender]) - 1,
+                len(self.org_releases[org]) - 1 if org is not None else -1,
+            )
+        # cached answers first released to another identity (organisation) reach a new reader
+        for key, target in (("foreign", self.releases[sender]), ("foreign_organization", None)):
+            for group in e.get(key) or []:
+                foreign = _foreign_release(group, metric, self.population(metric))
+                if target is not None:
+                    target.append(foreign)
+                elif org is not None:
+                    self.org_releases[org].append(foreign)
 
     def query_refused(self, e: dict[str, Any]) -> None:
         self.refused[e["reason"]] += e["models"]
+        if attribute_dependent(e.get("reason"), e.get("detail")):
+            self._add(e["sender"], e.get("organization"), ReleaseSpec("exact", math.inf))
 
     def release_internal(self, e: dict[str, Any]) -> None:
         """The compliance side's own record of a fresh release: exact and released values."""
+        pending = self._pending.pop(e["query_id"], None)
+        if pending is not None:  # the release's noise scale, for the audit-set ceiling
+            sender, org, i, j = pending
+            scale = _number(e.get("noise_scale", 0.0) or 0.0)
+            self.releases[sender][i] = replace(self.releases[sender][i], scale=scale)
+            if org is not None and j >= 0:
+                self.org_releases[org][j] = replace(self.org_releases[org][j], scale=scale)
         self.exact[e["query_id"]] = [_number(v) for v in _flat(e["exact"])]
         released = [_number(v) for v in _flat(e["released"])]
         diffs = [abs(r - x) for r, x in zip(released, self.exact[e["query_id"]], strict=True)]
@@ -179,13 +238,19 @@ class Tally:
     def service_answered(self, e: dict[str, Any]) -> None:
         """A service ran: its charge, and its releases for the ceilings."""
         self.epsilon_spent += _number(e["epsilon_charged"])
-        for spec in _service_releases(e):
-            self.releases[e["sender"]].append(spec)
-            if e.get("organization") is not None:
-                self.org_releases[e["organization"]].append(spec)
+        for spec in service_specs(e):
+            self._add(e["sender"], e.get("organization"), spec)
 
     def service_refused(self, e: dict[str, Any]) -> None:
         self.refused[e["reason"]] += 1
+        if attribute_dependent(e.get("reason"), e.get("detail")):
+            self._add(e["sender"], e.get("organization"), ReleaseSpec("exact", math.inf))
+
+    def exposure_event(self, e: dict[str, Any]) -> None:
+        """The evaluator's answers-level accounting of one developer or organisation."""
+        for kind in ("developer", "organization"):
+            if e.get(kind) is not None:
+                self.exposure[(kind, e[kind])] = e
 
     def service_evaluation(self, e: dict[str, Any]) -> None:
         """The evaluator scored a service user's final model on people outside the audit set."""
@@ -245,6 +310,7 @@ HANDLERS: dict[str, Callable[[Tally, dict[str, Any]], None]] = {
     "service_answered": Tally.service_answered,
     "service_refused": Tally.service_refused,
     "service_evaluation": Tally.service_evaluation,
+    "exposure": Tally.exposure_event,
 }
 """The events a summary counts, by kind; every other kind (a summary line too) is skipped."""
 
@@ -270,19 +336,25 @@ def compliance_totals(tally: Tally) -> ComplianceSummary:
 
 
 def ceilings(tally: Tally, prior: NDArray[np.float64] | None) -> dict[str, OrganizationSummary]:
-    """Each developer's ceiling (written into its summary), and each organisation's."""
+    """Each developer's ceilings (written into its summary), and each organisation's."""
     members: dict[str, list[str]] = defaultdict(list)
     for ident, d in tally.developers.items():
-        d.update(_ceiling(tally.releases[ident], d["strategy"] in PROXY_KINDS, prior))
+        proxy = d["strategy"] in PROXY_KINDS
+        d.update(
+            _ceiling(tally, tally.releases[ident], [ident], proxy, prior, ("developer", ident))
+        )
         if d["organization"] is not None:
             members[d["organization"]].append(ident)
     return {
         org: {
             "developers": idents,
             **_ceiling(
+                tally,
                 tally.org_releases[org],
+                idents,
                 any(tally.developers[i]["strategy"] in PROXY_KINDS for i in idents),
                 prior,
+                ("organization", org),
             ),
         }
         for org, idents in sorted(members.items())
@@ -299,20 +371,101 @@ def score_prior_guesses(developers: dict[str, dict[str, Any]], baseline: Any) ->
             d["leakage_relabelled"] = max(d["leakage"], 100.0 - d["leakage"])
 
 
+def attribute_dependent(reason: Any, detail: Any) -> bool:
+    """Whether a refusal depends on the protected attribute (then it is an exact release): an
+    undefined metric (a group with nobody of y = 1), or a service's cell below its bound."""
+    text = str(detail or "")
+    undefined = UNDEFINED.split("{metric!r}")[-1]
+    small = TOO_SMALL.split("{bound}")[0]
+    return (reason == "invalid" and text.endswith(undefined)) or (
+        reason == "service_unavailable" and text.startswith(small)
+    )
+
+
+def _sizes(audit: dict[str, Any]) -> AuditSizes | None:
+    """The audit set's group sizes from the header (None when a log predates them)."""
+    try:
+        return AuditSizes(int(audit["n1"]), int(audit["n0"]), int(audit["n11"]), int(audit["n10"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _at_edge(tally: Tally, idents: list[str]) -> bool:
+    """Whether a flip could change an attribute-dependent refusal for these developers: an
+    equal-opportunity metric on an audit set with a group of at most one person with y = 1, or
+    a service with a cell bound on an audit set with a cell at most that bound."""
+    audit = tally.audit
+    strata = [int(audit.get(k, 0)) for k in ("n11", "n10", "n01", "n00")]
+    if any(i in tally.asked_eo for i in idents) and min(strata[:2]) <= 1:
+        return True
+    services = any(set(tally.routes.get(i, ())) - {METRIC_ROUTE} for i in idents)
+    return services and tally.min_cell > 0 and min(strata) <= tally.min_cell
+
+
 def _ceiling(
-    releases: list[ReleaseSpec], proxy: bool, prior: NDArray[np.float64] | None
+    tally: Tally,
+    releases: list[ReleaseSpec],
+    idents: list[str],
+    proxy: bool,
+    prior: NDArray[np.float64] | None,
+    who: tuple[str, str],
 ) -> dict[str, Any]:
-    """``privacy_loss``, ``leakage_ceiling`` (percent) and ``ceiling_kind`` of some releases."""
-    composition = compose(releases)
+    """The three ceilings (percent) of some releases, their kind and the privacy loss.
+
+    ``leakage_ceiling`` is the policy level, ``audit_set_ceiling`` and ``answers_ceiling`` the
+    tighter levels (see :mod:`biasleak.mechanisms.ceiling`); ``person_ceiling`` the per-person
+    bounds at each level; ``exposure`` who is exposed at the answers level.
+    """
+    sizes = _sizes(tally.audit)
+    levels = level_ceilings(releases, sizes)
+    exposure = tally.exposure.get(who)
+    if any(spec.exact for spec in releases):  # an exact release: every level is 100%
+        base = exposure or {"people": None, "person_mean": 100.0, "exposed": {}, "most_exposed": []}
+        exposure = {**base, "person": 100.0, "balanced_accuracy": 100.0, "proxy_prior": 100.0}
+    edge = _at_edge(tally, idents)
+    policy, audit = levels.policy, levels.audit_set
+
+    def pct(x: float) -> float:
+        return 100.0 * x
+
+    person: dict[str, float | None] = {
+        "policy": pct(policy.person),
+        "audit_set": None if audit is None else (100.0 if edge else pct(audit.person)),
+        "answers": None,
+    }
+    if exposure is not None and audit is not None:
+        person["answers"] = 100.0 if edge else min(exposure["person"], pct(audit.person))
     if not proxy:
-        ceiling: float | None = 100.0 * composition.balanced_accuracy()
+        top = pct(policy.balanced_accuracy)
+        middle = None if audit is None else pct(audit.balanced_accuracy)
+        bottom = None
+        if exposure is not None and middle is not None:
+            bottom = min(exposure["balanced_accuracy"], middle)
     elif prior is not None:
-        ceiling = proxy_prior_ceiling(composition, prior)
+        top = proxy_prior_ceiling(policy.flips, prior)
+        middle = (
+            None if audit is None else (100.0 if edge else proxy_prior_ceiling(audit.flips, prior))
+        )
+        bottom = None
+        if exposure is not None and middle is not None and exposure.get("proxy_prior") is not None:
+            bottom = 100.0 if edge else min(exposure["proxy_prior"], middle)
     else:  # the priors were not logged: no ceiling can be proved
-        ceiling = None
+        top = middle = bottom = None
+    exposed = None
+    if exposure is not None:
+        exposed = {
+            "people": exposure["people"],
+            "person_mean": exposure["person_mean"],
+            "exposed": exposure["exposed"],
+            "most_exposed": exposure["most_exposed"],
+        }
     return {
-        "privacy_loss": composition.privacy_loss(DEFAULT_DELTA),
-        "leakage_ceiling": ceiling,
+        "privacy_loss": privacy_loss(releases, DEFAULT_DELTA),
+        "leakage_ceiling": top,
+        "audit_set_ceiling": middle,
+        "answers_ceiling": bottom,
+        "person_ceiling": person,
+        "exposure": exposed,
         "ceiling_kind": "proxy_prior" if proxy else "no_side_information",
     }
 
@@ -332,6 +485,10 @@ def _developer_record(spec: dict[str, Any]) -> dict[str, Any]:
         "calibration_090": None,
         "calibration_090_people": None,
         "leakage_ceiling": None,
+        "audit_set_ceiling": None,
+        "answers_ceiling": None,
+        "person_ceiling": None,
+        "exposure": None,
         "ceiling_kind": None,
         "privacy_loss": None,
         "sent": 0,
@@ -356,33 +513,48 @@ def _noise_settings(header: dict[str, Any]) -> tuple[str, str]:
     return "raw", "safe"
 
 
-def _release(event: dict[str, Any], bounding: str, sampler: str) -> ReleaseSpec | None:
+def _min_cell_bound(header: dict[str, Any]) -> int:
+    """The largest ``min_cell_size`` of the run's services (0 when none has one)."""
+    compliance = (header.get("resolved_scenario") or {}).get("compliance") or {}
+    bounds = [
+        int(s.get("min_cell_size") or 0)
+        for s in compliance.get("services") or []
+        if isinstance(s, dict)
+    ]
+    return max(bounds, default=0)
+
+
+def _release(
+    event: dict[str, Any], bounding: str, sampler: str, population: int
+) -> ReleaseSpec | None:
     """The privacy-relevant facts of one ``query_answered`` event (None: nothing fresh)."""
     fresh = int(event["models"]) - int(event.get("cached", 0) or 0)
     epsilon = _number(event["epsilon_charged"])
-    if fresh <= 0 or epsilon == 0.0:  # served from the cache: released earlier, adds nothing
+    if fresh <= 0 or epsilon == 0.0:  # served from the cache: released earlier
         return None
     mechanism = str(event["mechanism"])
     if sampler == "naive":  # floating-point noise: no proven guarantee, counted as exact
         mechanism = "exact"
     delta = _number(event.get("delta_charged", 0.0) or 0.0)
-    return ReleaseSpec(mechanism, epsilon, delta, fresh, bounding)
+    metric = str(event.get("metric", "sp"))
+    return ReleaseSpec(mechanism, epsilon, delta, fresh, bounding, metric, population)
 
 
-def _service_releases(event: dict[str, Any]) -> list[ReleaseSpec]:
-    """The releases of one ``service_answered`` event, for the ceilings.
-
-    Post-processing releases the table's cells together at ``epsilon`` (pure; several values at
-    once: the generic pure PLD); the oracle learner composes 2T vector Laplace mechanisms at the
-    per-mechanism epsilon it logged. A non-private service (``epsilon = inf``) is exact.
-    """
-    epsilon = _number(event["epsilon_charged"])
-    if math.isinf(epsilon):
-        return [ReleaseSpec("exact", math.inf)]
-    if event["service"] == "dp_postprocessing":
-        return [ReleaseSpec("laplace", epsilon, 0.0, _TABLE_CELLS)]
-    per = _number(event["per_mechanism_epsilon"])
-    return [ReleaseSpec("laplace", per, 0.0, 2)] * (2 * int(event["rounds"]))
+def _foreign_release(group: list[Any], metric: str, population: int) -> ReleaseSpec:
+    """A group of cached answers first released to someone else, as one release."""
+    mechanism, per_epsilon, per_delta, bounding, sampler, models = group
+    if sampler == "naive":
+        mechanism = "exact"
+    k = int(models)
+    return ReleaseSpec(
+        str(mechanism),
+        _number(per_epsilon) * k,
+        _number(per_delta) * k,
+        k,
+        str(bounding),
+        metric,
+        population,
+    )
 
 
 def _number(value: Any) -> float:

@@ -3,8 +3,13 @@
 Subcommands:
 
 ``run FILE [--seed N] [--set key.path=value ...] [--json] [--log-dir DIR] [--workers W]``
+``[--target PCT]``
     Run one scenario; print its summary as a table (or JSON) and the log's path (and the red
-    team's table, or ``red_team`` in the JSON, when the scenario has a ``red_team``).
+    team's table, or ``red_team`` in the JSON, when the scenario has a ``red_team``). The table
+    opens with the verdict: the strongest attack and the three ceilings (policy, audit set,
+    answers), and with ``--target`` which of them proves the policy safe at that leakage (the
+    JSON then has ``verdict``). ``redteam``, ``compare``, ``replay`` and ``report`` take
+    ``--target`` too.
 ``redteam FILE [--seed N] [--set key.path=value ...] [--json] [--workers W] [--log-dir DIR]``
     Run every applicable attack of the library against the scenario's policy, each in its own
     world, and name the strongest (see :mod:`biasleak.sim.redteam`). ``run`` of a scenario with a
@@ -28,6 +33,15 @@ Subcommands:
     The private fair-learning experiments of Jagielski et al. 2019 on Adult and German credit
     (:mod:`biasleak.sim.fair_experiments`) and their report (default ``docs/paper/NAME``);
     also ``--workers W``, and ``--quick``, which shrinks the grid to a smoke test.
+``audit FILE [--trials N] [--seed N] [--set key.path=value ...] [--canaries M]``
+``[--scale-factor F] [--json]``
+    Check the ceilings' privacy claims from below (:mod:`biasleak.sim.privacy_audit`): run the
+    scenario's release many times on its audit set and on neighbouring ones, with the worst
+    queries found and the attackers' first queries, plus two one-run canary audits; print the
+    verdict first, then each pair's claimed epsilon and TV beside the empirical lower bounds.
+    Exit code 1 when a lower bound exceeds a claim (a defect), 0 otherwise. ``--trials`` and
+    ``--canaries`` default to the scenario's ``privacy_audit`` block, else 100,000 and 100;
+    ``--scale-factor`` below 1 audits an under-noised twin, to see the audit catch it.
 ``validate FILE...``
     Check scenario files; one line per problem, exit code 2 when any is bad.
 ``schema``
@@ -110,6 +124,36 @@ def _json_option(help_text: str) -> argparse.ArgumentParser:
     return parent
 
 
+def target_percent(text: str) -> float:
+    """A ``--target`` value: a leakage in percent, strictly between 50 and 100 (a coin flip is
+    50%; no ceiling is below it)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--target must be a leakage in percent (e.g. 60); received {text!r}"
+        ) from None
+    if not 50.0 < value <= 100.0:
+        raise argparse.ArgumentTypeError(
+            f"--target must be above 50 (a coin flip) and at most 100; received {text!r}"
+        )
+    return value
+
+
+def _target_option() -> argparse.ArgumentParser:
+    """``--target PCT``: the risk target the verdict is stated at."""
+    parent = _parent()
+    parent.add_argument(
+        "--target",
+        type=target_percent,
+        default=None,
+        metavar="PCT",
+        help="the leakage (balanced accuracy, %%) a policy must be proven not to exceed: the "
+        "verdict says which ceiling meets it",
+    )
+    return parent
+
+
 def _pool_options(help_text: str, *, executors: bool = False) -> argparse.ArgumentParser:
     """``--workers W`` (and, with ``executors``, ``--executor`` and ``--address``)."""
     parent = _parent()
@@ -160,6 +204,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     logs = _output_options(log_dir=True)
     one_scenario = _scenario_options("override any key (repeatable)", seed=True)
+    target = _target_option()
 
     run = sub.add_parser(
         "run",
@@ -169,6 +214,7 @@ def _parser() -> argparse.ArgumentParser:
             _json_option("print the summary as one JSON object"),
             logs,
             _pool_options("parallel red-team worlds, for a scenario with red_team (default 1)"),
+            target,
         ],
     )
     run.add_argument("file", help="scenario YAML file")
@@ -180,6 +226,7 @@ def _parser() -> argparse.ArgumentParser:
             _json_option("print the result as JSON"),
             _pool_options("parallel worlds (default 1)"),
             logs,
+            target,
         ],
     )
     redteam.add_argument("file", help="scenario YAML file")
@@ -197,6 +244,7 @@ def _parser() -> argparse.ArgumentParser:
             _scenario_options("override a key in every scenario"),
             _json_option("print the rows as JSON"),
             logs,
+            target,
         ],
     )
     compare.add_argument("files", nargs="+", help="scenario YAML files")
@@ -208,7 +256,7 @@ def _parser() -> argparse.ArgumentParser:
     replay = sub.add_parser(
         "replay",
         help="rebuild a run's summary from its log",
-        parents=[_json_option("print the summary as JSON")],
+        parents=[_json_option("print the summary as JSON"), target],
     )
     replay.add_argument("log", help="a run's .jsonl log file")
     sweep = sub.add_parser(
@@ -222,7 +270,7 @@ def _parser() -> argparse.ArgumentParser:
         ],
     )
     sweep.add_argument("file", help="scenario YAML file (its grid: is used)")
-    report = sub.add_parser("report", help="write a report of a sweep")
+    report = sub.add_parser("report", help="write a report of a sweep", parents=[target])
     report.add_argument("out", nargs="+", help="sweep output folders (one report over all)")
     report.add_argument("--paper", default=None, help=f"compare with a paper table: {PAPER_NAMES}")
     report.add_argument("--to", default=None, help="report folder (default: OUT/report)")
@@ -248,12 +296,50 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="fair-* only: a small grid (few seeds, gammas and epsilons) for a smoke test",
     )
+    _audit_parser(sub, one_scenario)
     validate = sub.add_parser("validate", help="check scenario files")
     validate.add_argument("files", nargs="+", help="scenario YAML files")
     sub.add_parser("schema", help="print the JSON Schema of scenario files")
     _demo_parser(sub)
     exercise.add_parser(sub)
     return parser
+
+
+def _audit_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], one_scenario: argparse.ArgumentParser
+) -> None:
+    audit = sub.add_parser(
+        "audit",
+        help="check the ceilings' privacy claims from below (an empirical privacy audit)",
+        description=(
+            "Run the scenario's release many times on its audit set and on neighbouring ones "
+            "(a flip of one person's attribute, a swap of two people's), with the worst queries "
+            "found and the attackers' first queries, and bound its privacy loss from below "
+            "(Clopper-Pearson, all bounds jointly at 95%%); compare with the ceiling module's "
+            "claims at the audit-set level. Exit code 1 when a lower bound exceeds a claim."
+        ),
+        parents=[one_scenario, _json_option("print the report as one JSON object")],
+    )
+    audit.add_argument("file", help="scenario YAML file")
+    audit.add_argument(
+        "--trials",
+        type=int,
+        default=None,
+        help="releases per world for each audited pair (default: the scenario's "
+        "privacy_audit.trials, else 100000)",
+    )
+    audit.add_argument(
+        "--canaries",
+        type=int,
+        default=None,
+        help="canaries of each one-run audit (default: privacy_audit.canaries, else 100)",
+    )
+    audit.add_argument(
+        "--scale-factor",
+        type=float,
+        default=1.0,
+        help="multiply the noise scale: below 1 audits an under-noised twin (default 1)",
+    )
 
 
 def _demo_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -291,6 +377,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "paper": commands.cmd_paper,
     "compare": commands.cmd_compare,
     "replay": commands.cmd_replay,
+    "audit": commands.cmd_audit,
     "validate": commands.cmd_validate,
     "schema": commands.cmd_schema,
     "exercise": exercise.cmd_exercise,

@@ -30,6 +30,7 @@ from biasleak.sim.outputs import compare_labels, log_name, output_problems
 
 __all__ = [
     "EXIT_STOPPED",
+    "cmd_audit",
     "cmd_compare",
     "cmd_paper",
     "cmd_redteam",
@@ -99,15 +100,42 @@ def cmd_run(args: argparse.Namespace) -> int:
             return _fail([f"--workers must be >= 1; received {args.workers}"])
         with pool("process", workers=args.workers) as executor:
             red = run_red_team(scenario, seed=args.seed, log_dir=args.log_dir, executor=executor)
+    target = getattr(args, "target", None)
     if args.json:
         shown = result.summary if red is None else {**result.summary, "red_team": red.to_json()}
-        print(dumps(shown))
+        print(dumps(with_verdict(shown, target)))
     else:
-        print(format_run(result.summary))
+        print(format_run(result.summary, target=target))
         if red is not None:
             print()
-            print(format_red_team(red))
+            print(format_red_team(red, target=target))
     return 0
+
+
+def with_verdict(summary: dict[str, Any], target: float | None) -> dict[str, Any]:
+    """A summary for ``--json`` with ``verdict`` (target, ceilings, sentence) when a target is
+    given: the worst of each ceiling over the run's parties and the strongest attack's leakage
+    (the red team's when there is one)."""
+    if target is None:
+        return summary
+    from biasleak.sim.report.tables import _strongest_leakage
+    from biasleak.sim.safety import safety, worst_ceilings
+
+    bounds = worst_ceilings(summary)
+    leakage = _strongest_leakage(summary)
+    red = (summary.get("red_team") or {}).get("strongest") or {}
+    if red.get("leakage") is not None:
+        leakage = max(leakage or 0.0, float(red["leakage"]))
+    return {
+        **summary,
+        "verdict": {
+            "target": target,
+            "strongest_leakage": leakage,
+            **bounds,
+            "proxy_baseline_leakage": summary.get("proxy_baseline_leakage"),
+            "text": safety(leakage, bounds, target, public=summary.get("proxy_baseline_leakage")),
+        },
+    }
 
 
 def cmd_redteam(args: argparse.Namespace) -> int:
@@ -134,7 +162,7 @@ def cmd_redteam(args: argparse.Namespace) -> int:
         return _fail(err.problems)
     except (OSError, ValueError) as err:
         return _fail([f"{args.file}: {err}"])
-    print(dumps(result.to_json()) if args.json else format_red_team(result))
+    print(dumps(result.to_json()) if args.json else format_red_team(result, target=args.target))
     return 0
 
 
@@ -192,7 +220,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                     return _fail([f"{label}: {err}"])
                 results.append((label, result.summary))
             source = "red team" if scenario.red_team is not None else "scenario"
-            strongest.append(strongest_over_runs(label, attacks, source=source))
+            public = [s.get("proxy_baseline_leakage") for lab, s in results if lab == label]
+            strongest.append(strongest_over_runs(label, attacks, source=source, public=public))
     except KeyboardInterrupt as err:
         total = len(scenarios) * args.seeds
         detail = f"{len(results)} of {total} runs finished"
@@ -208,7 +237,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     else:
         print(format_compare(aggregate(rows)))
         print()
-        print(format_strongest(strongest))
+        print(format_strongest(strongest, target=args.target))
         if args.csv:
             print(f"rows: {args.csv}")
     return 0
@@ -232,7 +261,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     try:
         rebuilt = jsonable(summarize(events))
         shown = {"log": args.log, **rebuilt}
-        text = dumps(shown) if args.json else format_run(shown)
+        text = (
+            dumps(with_verdict(shown, args.target))
+            if args.json
+            else format_run(shown, target=args.target)
+        )
     # events of the wrong shape (a list where a number belongs): a message, not a traceback
     except (AttributeError, IndexError, KeyError, TypeError, ValueError) as err:
         return _fail([f"{args.log}: not a biasleak run log ({type(err).__name__}: {err})"])
@@ -316,7 +349,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from biasleak.sim.report import write_report
 
     try:
-        path = write_report(args.out, paper=args.paper, to=args.to)
+        path = write_report(args.out, paper=args.paper, to=args.to, risk_target=args.target)
     except (OSError, ValueError) as err:
         return _fail([f"biasleak report: {err}"])
     print(f"report: {path}")
@@ -416,6 +449,64 @@ def cmd_paper(args: argparse.Namespace) -> int:
         return stopped("paper", err, _resume_line(args, len(finished), where))
     print(f"report: {path}")
     return 0
+
+
+AUDIT_STOPPED = "nothing was written (the audit runs again in full)"
+
+
+def _audit_problems(args: argparse.Namespace) -> list[str]:
+    """``--seed``, ``--trials``, ``--canaries`` and ``--scale-factor`` of ``audit``."""
+    import math
+
+    problems = []
+    if args.seed is not None and args.seed < 0:
+        problems.append(f"--seed must be >= 0; received {args.seed}")
+    if args.trials is not None and not 4 <= args.trials <= 10_000_000:
+        problems.append(
+            "--trials must be between 4 (two draws per half and world) and 10000000; received "
+            f"{args.trials}"
+        )
+    if args.canaries is not None and args.canaries < 1:
+        problems.append(f"--canaries must be >= 1; received {args.canaries}")
+    if not (math.isfinite(args.scale_factor) and args.scale_factor > 0):
+        problems.append(f"--scale-factor must be a finite number > 0; received {args.scale_factor}")
+    return problems
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """``biasleak audit``: 0 when no lower bound exceeds a claim, 1 when one does (a defect)."""
+    from biasleak.sim.privacy_audit import (
+        DEFAULT_CANARIES,
+        DEFAULT_TRIALS,
+        audit_scenario,
+        format_audit,
+    )
+    from biasleak.sim.runlog import dumps
+    from biasleak.sim.scenario import ScenarioError, check_scenario
+
+    problems = _audit_problems(args)
+    if problems:
+        return _fail(problems)
+    try:
+        scenario = check_scenario(args.file, overrides=args.overrides, seed=args.seed)
+        block = getattr(scenario, "privacy_audit", None)
+        trials = args.trials or (block.trials if block is not None else DEFAULT_TRIALS)
+        canaries = args.canaries or (block.canaries if block is not None else DEFAULT_CANARIES)
+        report = audit_scenario(
+            scenario,
+            trials=trials,
+            seed=args.seed,
+            scale_factor=args.scale_factor,
+            canaries=canaries,
+        )
+    except ScenarioError as err:
+        return _fail(err.problems)
+    except (OSError, ValueError) as err:
+        return _fail([f"{args.file}: {err}"])
+    except KeyboardInterrupt as err:
+        return stopped("audit", err, AUDIT_STOPPED)
+    print(dumps(report.to_json()) if args.json else format_audit(report))
+    return 1 if report.defects else 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -23,9 +23,12 @@ Planning
 
 The verdict
     The strongest attack is the one with the highest leakage (balanced accuracy of its estimate,
-    ties broken by the people it has right); beside each attack's leakage the result shows its
-    ``leakage_ceiling`` when the run summary carries one: the bound on any attacker's balanced
-    accuracy that the privacy loss of its answers proves.
+    ties broken by the people it has right); beside each attack's leakage the result shows the
+    three ceilings of its answers (``leakage_ceiling``: the policy's guarantee;
+    ``audit_set_ceiling``: this audit set, any models; ``answers_ceiling``: exactly these
+    answers; an attack of several identities is judged by its organisation's) and the most
+    exposed person's bound, and :func:`~biasleak.sim.safety.safety` turns them into a
+    verdict at a target.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from typing import Any
 
 from biasleak.sim.redteam_plan import AttackPlan, plan_attacks, world_of
 from biasleak.sim.redteam_tables import format_red_team, format_strongest
+from biasleak.sim.safety import CEILING_KEYS, person_bound
 from biasleak.sim.scenario import NOT_ATTACKS, Scenario
 
 __all__ = [
@@ -74,6 +78,8 @@ class RedTeamResult:
     with the utility measured in its world."""
     strongest: dict[str, Any] | None = field(default=None)
     """The record of the strongest applicable attack (None when no attack has an estimate)."""
+    public: float | None = None
+    """What the public data alone reveal (the worlds' proxy baseline), when known."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -82,9 +88,11 @@ class RedTeamResult:
             "strongest": None
             if self.strongest is None
             else {
-                k: self.strongest.get(k) for k in ("kind", "leakage", "revealed", "leakage_ceiling")
+                k: self.strongest.get(k)
+                for k in ("kind", "leakage", "revealed", *CEILING_KEYS, "person_ceiling")
             },
             "attacks": self.attacks,
+            "proxy_baseline_leakage": self.public,
         }
 
 
@@ -106,6 +114,11 @@ def _record(plan: AttackPlan, summary: dict[str, Any]) -> dict[str, Any]:
         ),
     )
     best = ranked[0][1] if ranked else {}
+    # an attack with several identities is judged by its organisation's ceilings (all its
+    # answers together); a single identity's are its own
+    org_name = best.get("organization")
+    org = (summary.get("organizations") or {}).get(org_name) if len(mine) > 1 else None
+    org = org or best
     honest = {
         ident: {
             "deployed_agrees": d.get("deployed_agrees"),
@@ -122,7 +135,8 @@ def _record(plan: AttackPlan, summary: dict[str, Any]) -> dict[str, Any]:
         "developers": sorted(mine),
         "leakage": best.get("leakage"),
         "revealed": best.get("revealed"),
-        "leakage_ceiling": best.get("leakage_ceiling"),
+        **{key: org.get(key) for key in CEILING_KEYS},
+        "person_ceiling": person_bound(org),
         "sent": sum(d.get("sent", 0) for d in mine.values()),
         "answered": sum(d.get("answered", 0) for d in mine.values()),
         "refused": sum(sum((d.get("refused") or {}).values()) for d in mine.values()),
@@ -192,7 +206,9 @@ def run_red_team(
         records.append(record)
         if on_attack is not None:
             on_attack(record)
-    return RedTeamResult(scenario.name, run_seed, records, strongest(records))
+    baselines = [s.get("proxy_baseline_leakage") for s in summaries.values()]
+    public = next((b for b in baselines if b is not None), None)
+    return RedTeamResult(scenario.name, run_seed, records, strongest(records), public)
 
 
 # -- the strongest attack per policy, over seeds (compare and report) ------------------------------
@@ -207,7 +223,7 @@ def scenario_attacks(summary: dict[str, Any]) -> list[dict[str, Any]]:
             "applicable": True,
             "leakage": d.get("leakage"),
             "revealed": d.get("revealed"),
-            "leakage_ceiling": d.get("leakage_ceiling"),
+            **{key: d.get(key) for key in CEILING_KEYS},
         }
         for ident, d in summary.get("developers", {}).items()
         if d.get("strategy") not in NOT_ATTACKS
@@ -220,13 +236,19 @@ def _mean(values: list[Any]) -> float | None:
 
 
 def strongest_over_runs(
-    label: str, runs: list[list[dict[str, Any]]], *, source: str
+    label: str,
+    runs: list[list[dict[str, Any]]],
+    *,
+    source: str,
+    public: list[Any] | None = None,
 ) -> dict[str, Any]:
     """The strongest attack of a policy over several runs (seeds).
 
     Each run is a list of attack records; an attack's leakage is its mean over the runs, and
     the strongest is the attack with the highest mean (ties: more people revealed on average).
-    ``source`` says whose attacks they are (``"red team"`` or ``"scenario"``).
+    ``source`` says whose attacks they are (``"red team"`` or ``"scenario"``); ``public`` the
+    runs' proxy baselines (what the public data alone reveal), averaged into
+    ``proxy_baseline_leakage``.
     """
     by_name: dict[str, list[dict[str, Any]]] = {}
     for records in runs:
@@ -238,7 +260,7 @@ def strongest_over_runs(
             "name": name,
             "leakage": _mean([r.get("leakage") for r in rs]),
             "revealed": _mean([r.get("revealed") for r in rs]),
-            "leakage_ceiling": _mean([r.get("leakage_ceiling") for r in rs]),
+            **{key: _mean([r.get(key) for r in rs]) for key in CEILING_KEYS},
             "leakage_values": [r.get("leakage") for r in rs],
         }
         for name, rs in by_name.items()
@@ -257,5 +279,6 @@ def strongest_over_runs(
         "leakage": None if best is None else best["leakage"],
         "leakage_sd": sd if sd is not None else (0.0 if values else None),
         "revealed": None if best is None else best["revealed"],
-        "leakage_ceiling": None if best is None else best["leakage_ceiling"],
+        **{key: None if best is None else best[key] for key in CEILING_KEYS},
+        "proxy_baseline_leakage": _mean(list(public or [])),
     }

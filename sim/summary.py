@@ -134,19 +134,38 @@ class DeveloperSummary(TypedDict):
     calibration_090_people: int | None
     """How many people the attacker gave probability >= 0.9 (null without probabilities)."""
     leakage_ceiling: float | None
-    """What the privacy loss of its answers proves no attacker can exceed, in percent (see
-    :mod:`biasleak.mechanisms.ceiling`). Each ``query_answered`` event is one release,
-    accounted with the mechanism, epsilon, delta and fresh-model count it logged and the run's
-    bounding and sampler from the header (a ``naive`` floating-point sampler proves nothing: it
-    is counted as exact); cached answers add nothing. The ceiling bounds the expected leakage;
-    a single run scatters around its expectation. Null for a ``proxy_prior`` ceiling without
-    the proxy's probabilities."""
+    """The policy ceiling, in percent: what the policy's guarantee proves no attacker that
+    knows the group sizes can exceed in expected balanced accuracy, on any audit set of this
+    size (see :mod:`biasleak.mechanisms.ceiling`). Each ``query_answered`` event is one release
+    (one pair per model for independent per-model noise), accounted with the mechanism, epsilon,
+    delta and fresh-model count it logged and the run's bounding and sampler from the header (a
+    ``naive`` floating-point sampler proves nothing: it is counted as exact); cached answers
+    count for a reader once (a value first released to another identity counts for this one
+    too). The ceiling bounds the expected leakage; a single run scatters around its
+    expectation. Null for a ``proxy_prior`` ceiling without the proxy's probabilities."""
+    audit_set_ceiling: float | None
+    """The audit-set ceiling (%): the same releases with the shifts one change can cause at
+    this audit set's group sizes, for the worst models; a fact about the data for the
+    evaluator, never released. Null for logs without the group sizes."""
+    answers_ceiling: float | None
+    """The answers ceiling (%): what any attacker could learn from exactly these answers
+    (each person's own shift in each answered model, the models taken as fixed queries); at
+    most the audit-set ceiling. Evaluator-only, like the audit-set ceiling; null without the
+    evaluator's ``exposure`` event."""
+    person_ceiling: dict[str, float | None] | None
+    """``policy``, ``audit_set``, ``answers``: the bound (%) on one person's accuracy against
+    the attacker that knows everyone else's attribute, the most exposed person's at the answers
+    level."""
+    exposure: dict[str, Any] | None
+    """Who is exposed at the answers level: ``people``, ``person_mean`` (%), ``exposed``
+    (people whose per-person ceiling reaches 60, 75 and 90%), ``most_exposed`` (``[row in the
+    audit set, ceiling %]``, at most 10). Evaluator-only."""
     ceiling_kind: Literal["no_side_information", "proxy_prior"]
-    """``proxy_prior`` for attackers that start from a proxy model: their ceiling needs the
+    """``proxy_prior`` for attackers that start from a proxy model: their ceilings need the
     proxy's probabilities, from ``summarize``'s ``prior`` argument or the header's
     ``proxy_probabilities``. ``no_side_information`` for everyone else."""
     privacy_loss: PrivacyLoss
-    """The privacy loss of the answers it received, composed."""
+    """The privacy loss of the answers it received, composed (the per-person guarantee)."""
     sent: int
     """Models sent (a batch of m models counts m, not one message)."""
     answered: int
@@ -264,7 +283,15 @@ class OrganizationSummary(TypedDict):
     privacy_loss: PrivacyLoss
     """The privacy loss of all their answers, composed."""
     leakage_ceiling: float | None
-    """The leakage no attacker holding all their answers can exceed, in percent."""
+    """The policy ceiling of all their answers together, in percent (as a developer's)."""
+    audit_set_ceiling: float | None
+    """The audit-set ceiling of all their answers (evaluator-only)."""
+    answers_ceiling: float | None
+    """The answers ceiling of all their answers (evaluator-only)."""
+    person_ceiling: dict[str, float | None] | None
+    """The per-person bounds at each level (%)."""
+    exposure: dict[str, Any] | None
+    """Who is exposed at the answers level (as a developer's ``exposure``)."""
     ceiling_kind: Literal["no_side_information", "proxy_prior"]
     """``proxy_prior`` when any of its developers starts from a proxy model."""
 

@@ -20,7 +20,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RED_TEAM_PREFIX", "flatten", "flatten_red_team", "iter_rows", "read_rows"]
+__all__ = [
+    "RED_TEAM_FIGURES",
+    "RED_TEAM_PREFIX",
+    "flatten",
+    "flatten_red_team",
+    "iter_rows",
+    "read_rows",
+]
 
 
 def flatten(summary: dict[str, Any]) -> dict[str, Any]:
@@ -34,7 +41,14 @@ def flatten(summary: dict[str, Any]) -> dict[str, Any]:
                 row[f"{ident}.refused"] = sum(value.values())
                 for reason, count in value.items():
                     row[f"{ident}.refused.{reason}"] = count
-            else:
+            elif key == "person_ceiling" and isinstance(value, dict):
+                for level, bound in value.items():
+                    row[f"{ident}.person_ceiling.{level}"] = bound
+            elif key == "exposure" and isinstance(value, dict):
+                row[f"{ident}.exposure.person_mean"] = value.get("person_mean")
+                for level, people in (value.get("exposed") or {}).items():
+                    row[f"{ident}.exposure.exposed.{level}"] = people
+            elif key != "exposure":
                 row[f"{ident}.{key}"] = value
     for key, value in summary["compliance"].items():
         if key == "refused":
@@ -48,19 +62,29 @@ def flatten(summary: dict[str, Any]) -> dict[str, Any]:
 RED_TEAM_PREFIX = "redteam."
 """Sweep columns of a scenario's red team start with this."""
 
+RED_TEAM_FIGURES = (
+    "leakage",
+    "revealed",
+    "leakage_ceiling",
+    "audit_set_ceiling",
+    "answers_ceiling",
+    "person_ceiling",
+)
+"""What a sweep row keeps of the strongest attack and of each attack of a red team."""
+
 
 def flatten_red_team(result: dict[str, Any]) -> dict[str, Any]:
     """A red team's result (:meth:`~biasleak.sim.redteam.RedTeamResult.to_json`) as columns:
-    ``redteam.strongest`` (its kind), ``redteam.strongest.leakage`` (and ``.revealed``,
-    ``.leakage_ceiling``), and per applicable attack ``redteam.<kind>.leakage`` (and
-    ``.revealed``, ``.leakage_ceiling``)."""
+    ``redteam.strongest`` (its kind), ``redteam.strongest.<figure>`` and, per applicable attack,
+    ``redteam.<kind>.<figure>`` for every figure of :data:`RED_TEAM_FIGURES` (leakage, people
+    revealed, the three ceilings and the most exposed person's)."""
     best = result.get("strongest") or {}
     row: dict[str, Any] = {f"{RED_TEAM_PREFIX}strongest": best.get("kind")}
-    for key in ("leakage", "revealed", "leakage_ceiling"):
+    for key in RED_TEAM_FIGURES:
         row[f"{RED_TEAM_PREFIX}strongest.{key}"] = best.get(key)
     for record in result.get("attacks", []):
         if record.get("applicable"):
-            for key in ("leakage", "revealed", "leakage_ceiling"):
+            for key in RED_TEAM_FIGURES:
                 row[f"{RED_TEAM_PREFIX}{record['kind']}.{key}"] = record.get(key)
     return row
 

@@ -53,6 +53,7 @@ from biasleak.mechanisms.fair import derived_probabilities, score
 from biasleak.mechanisms.policy import AuditSet
 from biasleak.sim import datasets
 from biasleak.sim.evaluation import Evaluator, leakage, summarize
+from biasleak.sim.exposure import Exposure
 from biasleak.sim.runlog import RunLog, jsonable, read_log
 from biasleak.sim.scenario import Scenario, scenario_hash
 
@@ -295,6 +296,18 @@ def _close(built: list[tuple[Any, str, Any]]) -> None:
             strategy.close()
 
 
+def _strata(protected: NDArray[np.integer], labels: NDArray[np.integer]) -> dict[str, int]:
+    """The group sizes within each label stratum (for the ceilings; evaluator's facts)."""
+    a = np.asarray(protected).astype(bool)
+    y = np.asarray(labels).astype(bool)
+    return {
+        "n11": int(np.count_nonzero(a & y)),
+        "n10": int(np.count_nonzero(~a & y)),
+        "n01": int(np.count_nonzero(a & ~y)),
+        "n00": int(np.count_nonzero(~a & ~y)),
+    }
+
+
 def _header(
     resolved: Scenario,
     data: Any,
@@ -315,6 +328,7 @@ def _header(
             "n": data.n,
             "n1": data.n1,
             "n0": data.n0,
+            **_strata(data.protected, data.public.audit.labels),
             "description": data.public.description,
         },
         "base_model_accuracy": base_accuracy,
@@ -344,6 +358,8 @@ class Agents:
     """Developer identity -> its process, for the identities started so far."""
     auditor: Auditor | None
     """The external auditor, when one runs."""
+    exposure: Exposure | None = None
+    """The per-person accounting of every release (the answers-level ceilings)."""
 
 
 def _start_developer(
@@ -420,7 +436,12 @@ def _assemble(
         features=None if encoded is None else encoded[0],
     )
     evaluator = Evaluator(data.protected, runlog.logger("evaluator"), keep=runlog.add_array)
-    agents = Agents(compliance, evaluator, {}, None)
+    exposure = Exposure(
+        data.protected, data.public.audit.labels, runlog.logger("evaluator"), keep=runlog.add_array
+    )
+    compliance.on_release = exposure
+    compliance.on_service = exposure.add_service
+    agents = Agents(compliance, evaluator, {}, None, exposure)
     for item in built:
         if item[0].id not in deferred:
             _start_developer(env, resolved, item, agents, runlog)
@@ -501,6 +522,8 @@ class World:
         """(spec, identity, strategy or its setup error) of every developer identity."""
         header = _header(resolved, data, self.built, base_accuracy, proxy_baseline, proxy_p)
         header.update(header_extra or {})
+        self._header_developers: list[dict[str, Any]] = header["developers"]
+        self._proxy_p = proxy_p
         log_path = Path(log_dir) / f"{log_name or f'{resolved.name}-seed{run_seed}'}.jsonl"
         self.env = simpy.Environment()
         """The SimPy environment (simulated hours)."""
@@ -570,6 +593,16 @@ class World:
                     _evaluate_services(
                         self.built, self.data, self.encoded, self.logger("evaluator")
                     )
+            if self.agents.exposure is not None:
+                self.agents.exposure.finish(
+                    self._header_developers,
+                    prior=self._proxy_p,
+                    proxy=frozenset(
+                        identity
+                        for spec, identity, _ in self.built
+                        if spec.strategy.kind in PROXY_KINDS
+                    ),
+                )
             self.runlog.flush()  # the summary is rebuilt from the file, as replay does
             summary = jsonable(summarize(read_log(self.log_path)))
         except BaseException:

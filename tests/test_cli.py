@@ -218,7 +218,17 @@ def test_redteam_json_names_the_strongest_attack(
     top = max(r["leakage"] for r in records.values() if r["applicable"])
     assert result["strongest"]["leakage"] == top == 100.0  # exact answers: full rank
     assert result["strongest"]["kind"] == "full_rank"
-    assert set(result["strongest"]) == {"kind", "leakage", "revealed", "leakage_ceiling"}
+    assert set(result["strongest"]) == {
+        "kind",
+        "leakage",
+        "revealed",
+        "leakage_ceiling",
+        "audit_set_ceiling",
+        "answers_ceiling",
+        "person_ceiling",
+    }
+    # exact answers: every ceiling is 100%
+    assert result["strongest"]["audit_set_ceiling"] == result["strongest"]["answers_ceiling"] == 100
     for kind in ("single_query", "full_rank"):
         assert Path(records[kind]["log"]).is_file()
     # --seed and --workers give the same verdict

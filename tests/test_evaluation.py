@@ -14,7 +14,7 @@ from biasleak.agents.strategies import Estimate
 from biasleak.mechanisms.ceiling import (
     ReleaseSpec,
     balanced_accuracy_bound,
-    compose,
+    ceilings,
     proxy_prior_ceiling,
 )
 from biasleak.sim.evaluation import calibration, leakage, summarize, tpr_at_fpr
@@ -125,8 +125,10 @@ EVENTS = [
 def test_summary_ceilings_from_events() -> None:
     s = summarize([_header(), *EVENTS])
     m, q, idle = (s["developers"][k] for k in ("mallory", "quinn", "idle"))
-    three = compose([ReleaseSpec("laplace", 0.5)] * 3)
-    assert m["leakage_ceiling"] == pytest.approx(100 * three.balanced_accuracy())
+    three = ceilings([ReleaseSpec("laplace", 0.5)] * 3).policy  # n unknown: n-free pairs
+    assert m["leakage_ceiling"] == pytest.approx(100 * three.balanced_accuracy)
+    assert m["person_ceiling"]["policy"] == pytest.approx(100 * three.person)
+    assert m["audit_set_ceiling"] is None  # the header has no group sizes
     assert m["ceiling_kind"] == "no_side_information"
     assert m["privacy_loss"]["pure_epsilon"] == pytest.approx(1.5)
     assert m["estimated"] is True and m["leakage"] == 70.0
@@ -143,7 +145,7 @@ def test_summary_ceilings_from_events() -> None:
     assert s["organizations"]["other"]["leakage_ceiling"] == 50.0
     # with the proxy's probabilities (argument or header) the proxy_prior ceiling is computed
     prior = np.array([0.9, 0.2, 0.6, 0.7, 0.5])
-    expected = proxy_prior_ceiling(compose([ReleaseSpec("laplace", 0.5)]), prior)
+    expected = proxy_prior_ceiling(ceilings([ReleaseSpec("laplace", 0.5)]).policy.flips, prior)
     for summary in (
         summarize([_header(), *EVENTS], prior=prior),
         summarize([_header(proxy_probabilities=prior.tolist()), *EVENTS]),
@@ -167,7 +169,7 @@ def test_tables_show_the_ceiling_and_never_a_blank_leakage() -> None:
     assert [r["leakage"] for r in compare_rows([("old", old)])] == [50.0, 61.0, 50.0]
     table = aggregate(rows)
     assert {r["developer"]: r["leakage_ceiling"] for r in table}["idle"] == 50.0
-    assert "ceiling %" in format_compare(table)
+    assert "policy %" in format_compare(table) and "answers %" in format_compare(table)
 
 
 # The grid: every policy, every attack of paper_attacks.yaml (bar equalized odds, which no noise
@@ -183,6 +185,7 @@ GRID_POLICIES = {
     "{kind: noise, mechanism: attribute_conceal, epsilon: 0.05}]",
 }
 N1, N0 = 200, 100
+CEILINGS = ("answers_ceiling", "audit_set_ceiling", "leakage_ceiling")
 MARGIN = 3.5 * 50.0 * math.sqrt(1 / (4 * N1) + 1 / (4 * N0))
 """The ceiling bounds the expected leakage; one run scatters around it. For guesses that are
 independent coin flips at the ceiling the balanced accuracy has standard deviation
@@ -204,11 +207,18 @@ def test_measured_leakage_never_exceeds_the_ceiling(tmp_path: Path) -> None:
         summary = run_scenario(scenario, seed=1, log_dir=tmp_path, log_name=name).summary
         for ident, d in summary["developers"].items():
             assert d["ceiling_kind"] == "no_side_information"
-            assert d["leakage"] <= d["leakage_ceiling"] + MARGIN, (name, ident, d)
-            informative += d["leakage_ceiling"] < 90.0 and d["answered"] > 0
+            # the synthetic features say nothing about the attribute (group_shift 0): the
+            # no-side-information ceilings apply; each level is at most the one above it
+            answers, audit, policy = (d[k] for k in CEILINGS)
+            assert d["leakage"] <= answers + MARGIN, (name, ident, d)
+            assert answers <= audit + 1e-9 and audit <= policy + 1e-9, (name, ident, d)
+            person = d["person_ceiling"]
+            assert person["answers"] <= person["audit_set"] <= person["policy"] + 1e-9
+            informative += answers < 90.0 and d["answered"] > 0
         if name == "exact":  # exact answers: the attacks succeed and nothing is proved
             assert summary["developers"]["full"]["leakage"] == 100.0
-            assert {d["leakage_ceiling"] for d in summary["developers"].values()} == {100.0}
+            for key in CEILINGS:
+                assert {d[key] for d in summary["developers"].values()} == {100.0}
     assert informative >= 10  # the check is not vacuous: many ceilings are far below 100%
 
 

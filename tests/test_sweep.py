@@ -607,8 +607,8 @@ def test_sweep_report_table_and_figures(serial: tuple[Path, SweepResult]) -> Non
     assert "8 finished runs" in text
     header, table = _table(text, GRID_KEYS[1])
     assert header[:4] == [GRID_KEYS[1], "data.n", "developer", "runs"]
-    # the ceiling the privacy loss proves sits beside the measured leakage
-    assert header[4:7] == ["leakage %", "ceiling %", "proxy-only %"]
+    # the three ceilings the privacy loss proves sit beside the measured leakage
+    assert header[4:9] == ["leakage %", "policy %", "audit set %", "answers %", "proxy-only %"]
     assert len(table) == 4  # one per grid point and developer
     rows = _csv(result.out)
     for cells in table:
@@ -618,7 +618,12 @@ def test_sweep_report_table_and_figures(serial: tuple[Path, SweepResult]) -> Non
         assert line["developer"] == "mallory"
         assert line["runs"] == "2"
         assert line["leakage %"] == _fmt([float(r["mallory.leakage"]) for r in point])
-        assert line["ceiling %"] == _fmt([float(r["mallory.leakage_ceiling"]) for r in point])
+        for column, key in (
+            ("policy %", "leakage_ceiling"),
+            ("audit set %", "audit_set_ceiling"),
+            ("answers %", "answers_ceiling"),
+        ):
+            assert line[column] == _fmt([float(r[f"mallory.{key}"]) for r in point])
         assert line["proxy-only %"] == _fmt([float(r["proxy_baseline_leakage"]) for r in point])
     assert [c[:2] for c in table] == [["10.0", "60"], ["10.0", "80"], ["inf", "60"], ["inf", "80"]]
     for name in ("leakage_vs_utility", "leakage_over_time", "recovery_vs_queries"):
@@ -1140,27 +1145,41 @@ def test_sweep_of_a_red_team_scenario_reports_the_strongest_attack(tmp_path: Pat
         ["5000", "1", "red team", "full_rank", "100.0 ± 0.0"],
         ["10000", "1", "red team", "full_rank", "100.0 ± 0.0"],
     ]
-    # exact answers: the strongest attack meets the 100% ceiling, and the report says so
-    assert "At every policy the strongest attack is within 20 points of the proven ceiling" in text
+    # exact answers: every ceiling is 100%, and each policy's verdict names the ceilings
+    assert [r[5:8] for r in rows] == [["100.0", "100.0", "100.0"]] * 2
+    assert "**Verdict per policy** (no target given" in text
+    assert "- per_day=5000: strongest attack 100.0%; ceilings: policy 100.0%" in text
+    targeted = write_report(result.out, risk_target=60).read_text(encoding="utf-8")
+    assert "- per_day=5000: unsafe at target 60%: the strongest attack 100.0%" in targeted
 
 
-def test_report_names_the_policies_whose_ceiling_is_far_above_the_strongest_attack() -> None:
-    from biasleak.sim.report import gap_sentence
+def test_verdict_per_policy_names_the_strongest_statement_that_holds() -> None:
+    from biasleak.sim.report import verdict_lines
 
-    def verdict(leak: float | None, ceiling: float | None) -> dict[str, Any]:
-        return {"leakage": leak, "leakage_ceiling": ceiling}
+    def verdict(leak: float | None, *bounds: float | None) -> dict[str, Any]:
+        keys = ("leakage_ceiling", "audit_set_ceiling", "answers_ceiling")
+        return {"leakage": leak, **dict(zip(keys, bounds, strict=True))}
 
     keys = ["compliance.policy.0.epsilon"]
     verdicts = [
-        ([0.1], 5, verdict(55.0, 100.0)),  # wide: 45 points
-        ([1.0], 5, verdict(90.0, 100.0)),  # narrow
-        ([10.0], 5, verdict(60.0, None)),  # no ceiling: never called wide
-        ([100.0], 5, verdict(70.1, 90.1)),  # exactly 20 points: not wide
+        ([0.1], 5, verdict(51.0, 55.0, 52.0, 51.5)),  # the guarantee itself meets 60%
+        ([1.0], 5, verdict(55.0, 97.0, 58.0, 56.0)),  # this audit set meets it
+        ([3.0], 5, verdict(56.0, 99.0, 70.0, 59.0)),  # only these answers
+        ([10.0], 5, verdict(75.0, 100.0, 99.0, 90.0)),  # an attack passed it
+        ([30.0], 5, verdict(57.0, 100.0, 99.0, 90.0)),  # nothing proved either way
+        ([99.0], 5, verdict(57.0, None, None, None)),  # no ceilings known
     ]
-    text = gap_sentence(keys, verdicts)
-    assert "at 1 of 4 policies: epsilon=0.1 (55.0% under a ceiling of 100.0%)" in text
-    assert "epsilon=1.0" not in text and "epsilon=10.0" not in text
-    assert "within 20 points" in gap_sentence(keys, verdicts[1:])
+    lines = verdict_lines(keys, verdicts, 60.0)
+    assert lines[0] == "**Verdict per policy** (target 60%):"
+    assert lines[2].startswith("- epsilon=0.1: safe by the policy's guarantee at target 60%")
+    assert "exceed 55.0% on any audit set" in lines[2]
+    assert lines[3].startswith("- epsilon=1.0: safe for this audit set at target 60%")
+    assert "guarantee allows 97.0%" in lines[3]
+    assert lines[4].startswith("- epsilon=3.0: safe with these answers at target 60%")
+    assert "up to 70.0% on this audit set" in lines[4]
+    assert lines[5].startswith("- epsilon=10.0: unsafe at target 60%")
+    assert lines[6].startswith("- epsilon=30.0: not proven at target 60%")
+    assert lines[7].startswith("- epsilon=99.0: not proven") and "policy -" in lines[7]
 
 
 def test_report_names_the_strongest_of_the_scenarios_own_attackers(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ models validate scenario files. Building a policy in Python::
 from biasleak.mechanisms.policy._stage import Pending, Refused, StageConfig
 from biasleak.mechanisms.policy._state import (
     AuditSet,
+    CacheOrigin,
     Decision,
     ModelHistory,
     PolicyState,
@@ -54,6 +55,7 @@ __all__ = [
     "AuditSet",
     "Budget",
     "Cache",
+    "CacheOrigin",
     "Decision",
     "MinSupport",
     "ModelHistory",

@@ -102,6 +102,26 @@ class ModelHistory:
             self._size = min(self._size + 1, window)
 
 
+@dataclass(frozen=True)
+class CacheOrigin:
+    """The first release of a cached value: to whom, and its privacy facts per model.
+
+    A cached answer to another identity is that identity's release reaching a new reader: the
+    ceilings of the reader count it (it is free for the budget, not for the reader's knowledge).
+    """
+
+    identity: str
+    organization: str
+    mechanism: str
+    epsilon: float
+    """Epsilon of this one model's share of the release."""
+    delta: float
+    bounding: str
+    sampler: str
+    noise_scale: float
+    """Noise scale of one answer (INTERNAL for the smooth-sensitivity mechanisms)."""
+
+
 @dataclass
 class PolicyState:
     """Everything a policy remembers between queries (owned by the compliance agent)."""
@@ -112,6 +132,8 @@ class PolicyState:
     """One ledger book per budget stage (by position among the budget stages)."""
     cache: dict[tuple[str, bytes], NDArray[np.float64]] = field(default_factory=dict)
     """(metric, model digest) -> released value."""
+    cache_origin: dict[tuple[str, bytes], CacheOrigin] = field(default_factory=dict)
+    """(metric, model digest) -> who the value was first released to, and how."""
     history: dict[str, ModelHistory] = field(default_factory=dict)
     """Organisation -> its recently answered models (for near-duplicate checks)."""
     suspended_identities: set[str] = field(default_factory=set)

@@ -4,7 +4,9 @@ Two models are the same when their predictions are bit-for-bit equal (compared b
 digest) and they were asked for the same metric. Re-sending a model is post-processing of an
 earlier release, so it costs no privacy budget and adds no fresh noise (fresh noise would let an
 attacker average it away). Only the models not in the cache go on to the refuse rules, the
-budget and the release; the cache is filled after the release.
+budget and the release; the cache is filled after the release, with each value's origin (who it
+was first released to, and how: :class:`~biasleak.mechanisms.policy.CacheOrigin`), so that the
+ceilings of an identity served another's cached value count that release for it too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 
 from biasleak.mechanisms.digests import model_digest
 from biasleak.mechanisms.policy._stage import Pending, Refused, StageConfig
+from biasleak.mechanisms.policy._state import CacheOrigin
 
 __all__ = ["Cache", "model_digest"]
 
@@ -38,6 +41,12 @@ class Cache(StageConfig):
         q.cached = [(metric, d) in q.state.cache for d in digests]
         q.new_rows = [i for i, hit in enumerate(q.cached) if not hit]
         q.scratch["cache"] = digests
+        origins = q.state.cache_origin
+        q.internal["cache_origins"] = [
+            (i, origins[(metric, d)])
+            for i, (hit, d) in enumerate(zip(q.cached, digests, strict=True))
+            if hit and (metric, d) in origins
+        ]
         return None
 
     @classmethod
@@ -46,8 +55,21 @@ class Cache(StageConfig):
         if q.values is None:  # every model was served from the cache
             q.values = np.stack([cache[(metric, d)] for d in digests]).astype(np.float64)
             return
+        m_new = max(len(q.new_rows), 1)
+        eps, delta = q.cost
+        origin = CacheOrigin(
+            q.request.identity,
+            q.request.organization,
+            q.mechanism,
+            eps / m_new,
+            delta / m_new,
+            q.policy.noise.bounding,
+            q.sampler,
+            float(q.internal.get("noise_scale", 0.0)),
+        )
         for i in q.new_rows:
             cache[(metric, digests[i])] = q.values[i].copy()
+            q.state.cache_origin[(metric, digests[i])] = origin
         for i, hit in enumerate(q.cached):
             if hit:
                 q.values[i] = cache[(metric, digests[i])]

@@ -28,6 +28,7 @@ from biasleak.sim.exercise.models import RATING_NAMES, RATINGS, Exercise
 from biasleak.sim.exercise.record import Record, clock, deployment_text
 from biasleak.sim.exercise.svg import step_chart
 from biasleak.sim.exercise.views import record_timeline
+from biasleak.sim.safety import CEILING_KEYS, person_bound
 
 __all__ = ["build_document", "write_comparison", "write_report"]
 
@@ -268,6 +269,51 @@ def _plan(rows: list[list[str]], note: str) -> list[Block]:
     return blocks
 
 
+def _ceilings(events: list[dict[str, Any]]) -> list[Block]:
+    """The proven ceilings of every organisation and developer (from the log's summary line):
+    the three levels and the most exposed person's bound, beside the measured leakage."""
+    summary = next(
+        (e.get("summary") for e in reversed(events) if e.get("event") == "summary"), None
+    )
+    if not summary:
+        return []
+    rows = []
+    parties = [(f"organisation {k}", v) for k, v in (summary.get("organizations") or {}).items()]
+    parties += [(k, v) for k, v in (summary.get("developers") or {}).items()]
+    for name, record in parties:
+        leak = record.get("leakage")
+        rows.append(
+            [
+                name,
+                "-" if leak is None else f"{leak:.1f}%",
+                *(_percent(record.get(k)) for k in CEILING_KEYS),
+                _percent(person_bound(record)),
+            ]
+        )
+    return [
+        ("h2", "Proven ceilings"),
+        (
+            "p",
+            "What no attacker that knows the group sizes can exceed in expected balanced "
+            "accuracy, proved from the privacy loss of the answers: by the policy's guarantee on "
+            "any audit set, on this audit set whatever models are sent, and with exactly these "
+            "answers; and the most exposed person's bound against an attacker who knows "
+            "everyone else's attribute (whatever an attacker knows besides, the answers add at "
+            "most that bound minus 50 points). The audit-set and answers columns are facts about "
+            "the audit set for the facilitator, never for players.",
+        ),
+        (
+            "table",
+            ["who", "leakage", "policy", "audit set", "answers", "most exposed person"],
+            rows,
+        ),
+    ]
+
+
+def _percent(value: Any) -> str:
+    return "-" if value is None or isinstance(value, str) else f"{float(value):.1f}%"
+
+
 def build_document(exercise: Exercise, events: list[dict[str, Any]]) -> list[Block]:
     """The report of one run, as blocks (headings, paragraphs, tables, figures)."""
     header = events[0]
@@ -283,6 +329,7 @@ def build_document(exercise: Exercise, events: list[dict[str, Any]]) -> list[Blo
         ("svg", leakage_figure({"run": record}, horizon), "leakage over time"),
         *budget_blocks({"run": record}, horizon, "epsilon charged over time"),
     ]
+    blocks += _ceilings(events)
     blocks += _decisions(record)
     blocks += [
         ("h2", "Branch comparison"),

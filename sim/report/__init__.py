@@ -47,7 +47,7 @@ from biasleak.sim.report.document import write_report
 from biasleak.sim.report.logs import ATTACKER, batch_errors
 from biasleak.sim.report.published import PAPER, PAPER_FILES, PAPER_SOURCE, PAPER_TITLES
 from biasleak.sim.report.stats import READING_NAMES, READINGS
-from biasleak.sim.report.sweep import WIDE_GAP, gap_sentence
+from biasleak.sim.report.sweep import verdict_lines
 from biasleak.sim.report.tables import aggregate, compare_rows, format_compare, format_run
 
 __all__ = [
@@ -58,12 +58,11 @@ __all__ = [
     "PAPER_TITLES",
     "READINGS",
     "READING_NAMES",
-    "WIDE_GAP",
     "aggregate",
     "batch_errors",
     "compare_rows",
     "format_compare",
     "format_run",
-    "gap_sentence",
+    "verdict_lines",
     "write_report",
 ]

@@ -33,7 +33,11 @@ PAPER_SCENARIOS = "scenarios/paper"
 
 
 def write_report(
-    outs: str | Path | list[str | Path], *, paper: str | None = None, to: str | Path | None = None
+    outs: str | Path | list[str | Path],
+    *,
+    paper: str | None = None,
+    to: str | Path | None = None,
+    risk_target: float | None = None,
 ) -> Path:
     """Write ``report.md`` (and figures) for one or more sweep folders; return its path.
 
@@ -46,12 +50,15 @@ def write_report(
         with, or ``None`` for the sweep report.
     to
         The folder to write into; by default ``report/`` in the first sweep folder.
+    risk_target
+        The leakage (%) a policy must be proven not to exceed to be called safe in the sweep
+        report's verdict per policy.
     """
     folders = [outs] if isinstance(outs, str | Path) else list(outs)
     target = Path(to) if to is not None else Path(folders[0]) / "report"
     target.mkdir(parents=True, exist_ok=True)
     if paper is None:
-        text = sweep_report(folders, target)
+        text = sweep_report(folders, target, risk_target=risk_target)
     else:
         if paper not in PAPER_TITLES:
             raise ValueError(f"--paper must be one of {list(PAPER_TITLES)}; received {paper!r}")

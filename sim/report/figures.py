@@ -25,6 +25,7 @@ from typing import Any, Final
 from biasleak.sim._optional import require
 from biasleak.sim.report.logs import RunLogs
 from biasleak.sim.report.stats import eps_label, num
+from biasleak.sim.safety import LEVEL_NAMES
 
 __all__ = [
     "FIGURE_RUNS",
@@ -108,6 +109,14 @@ def pareto(points: list[Point]) -> list[Point]:
     return sorted(front)
 
 
+CEILING_MARKS = (
+    ("leakage_ceiling", "_", "policy ceiling"),
+    ("audit_set_ceiling", "x", "audit-set ceiling"),
+    ("answers_ceiling", "+", "answers ceiling"),
+)
+"""How the leakage-against-utility figure marks each proven ceiling of the strongest attack."""
+
+
 def sweep_figures(
     plt: ModuleType,
     *,
@@ -115,7 +124,7 @@ def sweep_figures(
     keys: list[str],
     developers: list[str],
     points: list[Point],
-    ceilings: list[tuple[float, float | None]],
+    ceilings: list[tuple[float, dict[str, float | None]]],
     logs: RunLogs,
     to: Path,
 ) -> list[str]:
@@ -126,16 +135,17 @@ def sweep_figures(
         scatter_points(ax, points, keys)
         front = pareto(points)
         ax.plot([p[0] for p in front], [p[1] for p in front], color="tab:red", label="Pareto front")
-        shown = [(x, c) for x, c in ceilings if c is not None]
-        if shown:  # the bound the privacy loss proves, beside the measured leakage
-            ax.scatter(
-                [x for x, _ in shown],
-                [c for _, c in shown],
-                marker="_",
-                s=200,
-                color="black",
-                label="leakage ceiling",
-            )
+        for key, marker, label in CEILING_MARKS:  # the proven bounds beside the leakage
+            shown = [(x, c[key]) for x, c in ceilings if c.get(key) is not None]
+            if shown:
+                ax.scatter(
+                    [x for x, _ in shown],
+                    [c for _, c in shown],
+                    marker=marker,
+                    s=120,
+                    color="black",
+                    label=label,
+                )
         ax.set_xscale("symlog", linthresh=1e-3)
         ax.legend()
     ax.set_xlabel("median |answered - exact| (compliance)")
@@ -161,15 +171,16 @@ def sweep_figures(
                         markersize=3,
                         label=f"{dev}: {label}",
                     )
-                    ceiling = num(row.get(f"{dev}.leakage_ceiling"))
-                    if ceiling is not None:  # the proven bound beside the measured leakage
-                        ax.axhline(
-                            ceiling,
-                            linestyle="--",
-                            linewidth=0.8,
-                            color=line.get_color(),
-                            label=f"{dev}: {label} ceiling",
-                        )
+                    for key, style in (("leakage_ceiling", ":"), ("answers_ceiling", "--")):
+                        ceiling = num(row.get(f"{dev}.{key}"))
+                        if ceiling is not None:  # the proven bounds beside the measured leakage
+                            ax.axhline(
+                                ceiling,
+                                linestyle=style,
+                                linewidth=0.8,
+                                color=line.get_color(),
+                                label=f"{dev}: {label} {LEVEL_NAMES[key]} ceiling",
+                            )
         ax.set_xlabel(xlabel)
         ax.set_ylabel("leakage (%)")
         ax.set_ylim(0, 100)

@@ -1,13 +1,15 @@
 """The sweep report: the compliance officer's view of any sweep, leakage beside utility.
 
-One row per grid point and developer: leakage (mean ± sd over seeds) with the proven ceiling and
-the proxy-only baseline beside it, and utility: the developer's refusal rate, the compliance
-team's median ``|answered - exact|``, and honest developers' agreement with the model that exact
-answers would have chosen and their metric error. A second table names, per grid point (a
-policy), the strongest attack against it: the red team's when the runs have one, else the
-strongest of the scenario's own attackers (developers whose strategy is an attack). A sentence
-then names the policies whose proven ceiling sits far above that attack's leakage: there the low
-leakage is the attacks' limit, not a guarantee.
+One row per grid point and developer: leakage (mean ± sd over seeds) with its three proven
+ceilings (policy, audit set, answers: :mod:`biasleak.mechanisms.ceiling`) and the proxy-only
+baseline beside it, and utility: the developer's refusal rate, the compliance team's median
+``|answered - exact|``, and honest developers' agreement with the model that exact answers would
+have chosen and their metric error. A second table names, per grid point (a policy), the
+strongest attack against it, the red team's when the runs have one, else the strongest of the
+scenario's own attackers (developers whose strategy is an attack), with the ceilings of its
+answers; the verdict per policy follows (:func:`biasleak.sim.safety.safety`): at a risk target,
+whether the policy is proven safe by its guarantee, for its audit set or with its answers, unsafe,
+or not proven.
 
 The figures follow (:mod:`biasleak.sim.report.figures`), or one line saying they were skipped
 when matplotlib is not installed, and the resolved scenario of the first run closes the report.
@@ -27,10 +29,11 @@ from biasleak.sim.redteam import strongest_over_runs
 from biasleak.sim.report import figures
 from biasleak.sim.report.logs import RunLogs, load_rows
 from biasleak.sim.report.stats import fmt, num, stat
+from biasleak.sim.safety import CEILING_KEYS, safety
 from biasleak.sim.scenario import NOT_ATTACKS
 from biasleak.sim.sweep import RED_TEAM_PREFIX
 
-__all__ = ["SUMMARY_KEYS", "WIDE_GAP", "Verdict", "gap_sentence", "sweep_report"]
+__all__ = ["SUMMARY_KEYS", "Verdict", "sweep_report", "verdict_lines"]
 
 SUMMARY_KEYS: Final = frozenset(
     {
@@ -51,8 +54,6 @@ SUMMARY_KEYS: Final = frozenset(
 )
 """Row keys that are summary figures of the run, not grid values."""
 
-WIDE_GAP: float = 20.0
-"""Points between the proven ceiling and the strongest attack's leakage that a report calls wide."""
 
 Verdict = tuple[list[Any], int, dict[str, Any]]
 """One grid point's strongest attack: the grid values, the number of runs, and
@@ -96,7 +97,7 @@ def _order(item: tuple[tuple[str, ...], Any]) -> list[tuple[float, str]]:
     ]
 
 
-def sweep_report(outs: list[str | Path], to: Path) -> str:
+def sweep_report(outs: list[str | Path], to: Path, *, risk_target: float | None = None) -> str:
     """The markdown of the sweep report of the folders ``outs``; figures are written to ``to``."""
     rows = load_rows(outs)
     keys = grid_keys(rows)
@@ -123,7 +124,7 @@ def sweep_report(outs: list[str | Path], to: Path) -> str:
         "developer",
         "runs",
         "leakage %",
-        *(["ceiling %"] if ceilings else []),
+        *(["policy %", "audit set %", "answers %"] if ceilings else []),
         "proxy-only %",
         "refused %",
         "median \\|err\\|",
@@ -133,7 +134,7 @@ def sweep_report(outs: list[str | Path], to: Path) -> str:
     lines.append("| " + " | ".join(cols) + " |")
     lines.append("|" + "---|" * len(cols))
     points: list[figures.Point] = []
-    ceiling_points: list[tuple[float, float | None]] = []
+    ceiling_points: list[tuple[float, dict[str, float | None]]] = []
     verdicts: list[Verdict] = []
     for combo, rs in sorted(groups.items(), key=_order):
         values = [json.loads(c) for c in combo]
@@ -145,14 +146,16 @@ def sweep_report(outs: list[str | Path], to: Path) -> str:
             if leak[0] is not None and err[0] is not None:
                 worst = max(worst or (leak[0], err[0]), (leak[0], err[0]))
         verdict = _strongest(rs, devs, logs)
+        public = stat(num(r.get("proxy_baseline_leakage")) for r in rs)
+        verdict["proxy_baseline_leakage"] = public[0]
         verdicts.append((values, len(rs), verdict))
         red_leak = verdict["leakage"] if verdict["source"] == "red team" else None
         if red_leak is not None and err[0] is not None:
             worst = max(worst or (red_leak, err[0]), (red_leak, err[0]))
         if worst is not None:  # a policy is as leaky as the strongest attack against it
             points.append((worst[1], worst[0], json.dumps(values)))
-            ceiling_points.append((worst[1], verdict["leakage_ceiling"]))
-    lines += _strongest_table(keys, verdicts)
+            ceiling_points.append((worst[1], {k: verdict.get(k) for k in CEILING_KEYS}))
+    lines += _strongest_table(keys, verdicts, risk_target)
     if missing is not None:
         lines += ["", skipped(missing)]
     elif plt is not None:
@@ -195,11 +198,11 @@ def _row(
     )
     agree = [a for a in (r.get(f"{dev}.deployed_agrees") for r in rs) if a is not None]
     honest_err = stat(num(r.get(f"{dev}.metric_error")) for r in rs)
-    ceiling = stat(num(r.get(f"{dev}.leakage_ceiling")) for r in rs)
+    bounds = [stat(num(r.get(f"{dev}.{key}")) for r in rs) for key in CEILING_KEYS]
     return (
         "| " + " | ".join(str(v) for v in values) + f" | {dev} | {len(rs)} | "
         f"{fmt(leak[0], leak[1])} | "
-        + (f"{fmt(ceiling[0], ceiling[1])} | " if ceilings else "")
+        + ("".join(f"{fmt(b[0], b[1])} | " for b in bounds) if ceilings else "")
         + f"{fmt(proxy[0], proxy[1])} | "
         f"{fmt(refused[0], refused[1])} | {fmt(err[0], err[1], 4)} | "
         + (f"{100 * sum(bool(a) for a in agree) / len(agree):.0f}%" if agree else "-")
@@ -227,7 +230,10 @@ def _strongest(rs: list[dict[str, Any]], devs: list[str], logs: RunLogs) -> dict
                         "kind": kind,
                         "leakage": num(r.get(f"{RED_TEAM_PREFIX}{kind}.leakage")),
                         "revealed": num(r.get(f"{RED_TEAM_PREFIX}{kind}.revealed")),
-                        "leakage_ceiling": num(r.get(f"{RED_TEAM_PREFIX}{kind}.leakage_ceiling")),
+                        **{
+                            key: num(r.get(f"{RED_TEAM_PREFIX}{kind}.{key}"))
+                            for key in CEILING_KEYS
+                        },
                     }
                     for kind in sorted(kinds)
                 ]
@@ -243,7 +249,7 @@ def _strongest(rs: list[dict[str, Any]], devs: list[str], logs: RunLogs) -> dict
                     "name": f"{dev} ({strategies.get(dev)})",
                     "leakage": num(r.get(f"{dev}.leakage")),
                     "revealed": num(r.get(f"{dev}.revealed")),
-                    "leakage_ceiling": num(r.get(f"{dev}.leakage_ceiling")),
+                    **{key: num(r.get(f"{dev}.{key}")) for key in CEILING_KEYS},
                 }
                 for dev in devs
                 if strategies.get(dev) is not None and strategies.get(dev) not in NOT_ATTACKS
@@ -252,50 +258,53 @@ def _strongest(rs: list[dict[str, Any]], devs: list[str], logs: RunLogs) -> dict
     return strongest_over_runs("", runs, source="scenario")
 
 
-def _strongest_table(keys: list[str], verdicts: list[Verdict]) -> list[str]:
-    """Per grid point (policy), the strongest attack's name and leakage, the ceiling beside."""
-    cols = [*keys, "runs", "attacks of", "strongest attack", "leakage %", "ceiling %"]
+def _strongest_table(
+    keys: list[str], verdicts: list[Verdict], target: float | None = None
+) -> list[str]:
+    """Per grid point (policy), the strongest attack's name and leakage, the three ceilings of
+    its answers beside, then the verdict per policy at ``target``."""
+    cols = [
+        *keys,
+        "runs",
+        "attacks of",
+        "strongest attack",
+        "leakage %",
+        "policy %",
+        "audit set %",
+        "answers %",
+    ]
     lines = ["", "## Strongest attack per policy", ""]
     lines.append("| " + " | ".join(cols) + " |")
     lines.append("|" + "---|" * len(cols))
     for values, runs, v in verdicts:
+        bounds = " | ".join("-" if v.get(k) is None else f"{v[k]:.1f}" for k in CEILING_KEYS)
         lines.append(
             "| "
             + " | ".join(str(x) for x in values)
             + (" | " if values else "")
             + f"{runs} | {v['source']} | {v['attack'] or '-'} | "
-            f"{fmt(v['leakage'], v['leakage_sd'])} | "
-            + ("-" if v["leakage_ceiling"] is None else f"{v['leakage_ceiling']:.1f}")
-            + " |"
+            f"{fmt(v['leakage'], v['leakage_sd'])} | {bounds} |"
         )
-    lines.extend(["", gap_sentence(keys, verdicts)])
+    lines += ["", *verdict_lines(keys, verdicts, target)]
     return lines
 
 
-def gap_sentence(keys: list[str], verdicts: list[Verdict]) -> str:
-    """Where the ceiling is far above the strongest attack: either the attacks could be stronger
-    or the accounting looser than needed, and the policy's protection there is not proven."""
-    wide = [
-        (values, v)
-        for values, _, v in verdicts
-        if v["leakage_ceiling"] is not None
-        and v["leakage"] is not None
-        and v["leakage_ceiling"] - v["leakage"] > WIDE_GAP
-    ]
-    if not wide:
-        return (
-            f"**Ceiling and leakage.** At every policy the strongest attack is within {WIDE_GAP:g} "
-            "points of the proven ceiling."
-        )
+def verdict_lines(
+    keys: list[str], verdicts: list[Verdict], target: float | None = None
+) -> list[str]:
+    """The verdict per policy: the strongest attack, the three ceilings of its answers (means
+    over the runs) and what they prove at ``target`` (:func:`biasleak.sim.safety.safety`)."""
     names = [k.rsplit(".", 1)[-1] for k in keys]
-    where = "; ".join(
-        (", ".join(f"{n}={x}" for n, x in zip(names, values, strict=True)) or "the scenario")
-        + f" ({v['leakage']:.1f}% under a ceiling of {v['leakage_ceiling']:.1f}%)"
-        for values, v in wide
+    head = (
+        f"**Verdict per policy** (target {target:g}%)"
+        if target is not None
+        else ("**Verdict per policy** (no target given: `--target` names one)")
     )
-    return (
-        f"**Ceiling and leakage.** The proven ceiling is more than {WIDE_GAP:g} points above the "
-        f"strongest attack at {len(wide)} of {len(verdicts)} policies: {where}. There the low "
-        "leakage is the attacks' limit, not a guarantee: a stronger attack may exist, or the "
-        "accounting is looser than needed."
-    )
+    lines = [head + ":", ""]
+    for values, _, v in verdicts:
+        where = ", ".join(f"{n}={x}" for n, x in zip(names, values, strict=True))
+        public = v.get("proxy_baseline_leakage")
+        lines.append(
+            f"- {where or 'the scenario'}: {safety(v['leakage'], v, target, public=public)}"
+        )
+    return lines

@@ -4,11 +4,14 @@
 compliance agent's utility), ``aggregate`` averages them over seeds, and the ``format_*``
 functions lay them out as fixed-width text.
 
-Beside each leakage stands its ceiling: the balanced accuracy that the privacy loss of the
-developer's answers proves no attacker can exceed (``biasleak.mechanisms.ceiling``), marked
-``*`` when it is the ``proxy_prior`` ceiling (an attacker with side information) rather than the
-``no_side_information`` one. Leakage is never blank: a developer without an estimate is scored at
-its prior guess (50%, or its proxy's) and its leakage is marked ``°``.
+Beside each leakage stand its ceilings (``biasleak.mechanisms.ceiling``): the expected balanced
+accuracy no attacker that knows the group sizes can exceed, proved at three levels, the policy's
+guarantee (any audit set), this audit set (any models) and these answers, and the per-person
+bound of the most exposed person against an attacker who knows everyone else. A ceiling is marked
+``*`` when it is the ``proxy_prior`` one (an attacker with side information) rather than the
+``no_side_information`` one. A run table opens with the verdict those numbers support
+(:func:`~biasleak.sim.safety.safety`). Leakage is never blank: a developer without an
+estimate is scored at its prior guess (50%, or its proxy's) and its leakage is marked ``°``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import math
 import statistics
 from collections import defaultdict
 from typing import Any
+
+from biasleak.sim.safety import CEILING_KEYS, person_bound, safety, worst_ceilings
 
 __all__ = ["aggregate", "compare_rows", "format_compare", "format_routes", "format_run"]
 
@@ -41,15 +46,42 @@ def _refused(refused: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in refused.items()) if refused else "-"
 
 
-def format_run(summary: dict[str, Any]) -> str:
-    """The summary of one run as a table."""
+def _person(d: dict[str, Any]) -> str:
+    """The most exposed person's ceiling: at the answers level when known."""
+    value = person_bound(d)
+    return "-" if value is None else f"{value:.1f}%"
+
+
+def _strongest_leakage(summary: dict[str, Any]) -> float | None:
+    """The highest leakage of a run's attackers (developers that are not honest)."""
+    from biasleak.sim.scenario import NOT_ATTACKS
+
+    values = [
+        d["leakage"]
+        for d in summary["developers"].values()
+        if d.get("strategy") not in NOT_ATTACKS and d.get("leakage") is not None
+    ]
+    return max(values) if values else None
+
+
+def format_run(summary: dict[str, Any], *, target: float | None = None) -> str:
+    """The summary of one run as a table, opening with its verdict (at ``target``, percent)."""
     lines = [f"scenario {summary['scenario']} (seed {summary['seed']})"]
+    lines.append(
+        "verdict: "
+        + safety(
+            _strongest_leakage(summary),
+            worst_ceilings(summary),
+            target,
+            public=summary.get("proxy_baseline_leakage"),
+        )
+    )
     devs = summary["developers"]
     who = max([12, *(len(i) for i in devs)])
     kind = max([20, *(len(d["strategy"] or "-") for d in devs.values())])
     header = (
-        f"{'developer':<{who}} {'strategy':<{kind}} {'leakage':>8} {'ceiling':>8} {'revealed':>8} "
-        f"{'sent':>6} "
+        f"{'developer':<{who}} {'strategy':<{kind}} {'leakage':>8} {'policy':>8} "
+        f"{'audit set':>9} {'answers':>8} {'person':>7} {'revealed':>8} {'sent':>6} "
         f"{'answered':>8} {'eps spent':>10} {'to 90%':>7}  notes"
     )
     lines += [header, "-" * len(header)]
@@ -78,19 +110,27 @@ def format_run(summary: dict[str, Any]) -> str:
         leak = _f(d["leakage"], ".1f") + ("%" if d["leakage"] is not None else "")
         if d.get("estimated") is False:
             leak += "°"
-        ceiling = _ceiling(d.get("leakage_ceiling"), d.get("ceiling_kind"))
+        policy, audit, answers = (_ceiling(d.get(k), d.get("ceiling_kind")) for k in CEILING_KEYS)
         lines.append(
-            f"{ident:<{who}} {d['strategy'] or '-':<{kind}} {leak:>8} {ceiling:>8} "
-            f"{_f(d['revealed'], 'd'):>8} {d['sent']:>6} {d['answered']:>8} "
-            f"{_f(d['epsilon_spent'], '.3g'):>10} {_f(d['queries_to_90'], 'd'):>7}  {tail}"
+            f"{ident:<{who}} {d['strategy'] or '-':<{kind}} {leak:>8} {policy:>8} {audit:>9} "
+            f"{answers:>8} {_person(d):>7} {_f(d['revealed'], 'd'):>8} {d['sent']:>6} "
+            f"{d['answered']:>8} {_f(d['epsilon_spent'], '.3g'):>10} "
+            f"{_f(d['queries_to_90'], 'd'):>7}  {tail}"
         )
     for org, o in (summary.get("organizations") or {}).items():
         loss = o.get("privacy_loss") or {}
+        policy, audit, answers = (_ceiling(o.get(k), o.get("ceiling_kind")) for k in CEILING_KEYS)
         lines.append(
-            f"organisation {org}: leakage ceiling {_ceiling(o.get('leakage_ceiling'), o.get('ceiling_kind'))}"  # noqa: E501
-            f", privacy loss epsilon {_f(loss.get('epsilon'), '.3g')} at delta "
-            f"{_f(loss.get('delta'), '.0e')}"
+            f"organisation {org}: ceilings policy {policy}, audit set {audit}, answers "
+            f"{answers}, person {_person(o)}; privacy loss epsilon "
+            f"{_f(loss.get('epsilon'), '.3g')} at delta {_f(loss.get('delta'), '.0e')}"
         )
+    lines.append(
+        "ceilings: expected balanced accuracy no attacker that knows the group sizes can exceed "
+        "(policy: any audit set; audit set: any models on this one; answers: these answers); "
+        "person: the most exposed person against an attacker who knows everyone else. The "
+        "audit-set and answers figures are the evaluator's: never shown to developers"
+    )
     if any(d.get("ceiling_kind") == "proxy_prior" for d in summary["developers"].values()):
         lines.append("* proxy_prior ceiling (side information); others: no_side_information")
     if any(d.get("estimated") is False for d in summary["developers"].values()):
@@ -148,7 +188,7 @@ def compare_rows(results: list[tuple[str, dict[str, Any]]]) -> list[dict[str, An
                     "strategy": d["strategy"],
                     "leakage": _leakage(d, s),
                     "estimated": d.get("estimated", d["leakage"] is not None),
-                    "leakage_ceiling": d.get("leakage_ceiling"),
+                    **{key: d.get(key) for key in CEILING_KEYS},
                     "ceiling_kind": d.get("ceiling_kind"),
                     "revealed": d["revealed"],
                     "sent": d["sent"],
@@ -202,7 +242,7 @@ def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "runs": len(rs),
                 "leakage": leak,
                 "leakage_sd": leak_sd,
-                "leakage_ceiling": _mean_sd([r.get("leakage_ceiling") for r in rs])[0],
+                **{key: _mean_sd([r.get(key) for r in rs])[0] for key in CEILING_KEYS},
                 "ceiling_kind": rs[0].get("ceiling_kind"),
                 "answered": _mean_sd([r["answered"] for r in rs])[0],
                 "refused": _mean_sd([r["refused"] for r in rs])[0],
@@ -219,8 +259,8 @@ def aggregate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def format_compare(rows: list[dict[str, Any]]) -> str:
     """Aggregated comparison rows as a table: leakage and utility side by side."""
     header = (
-        f"{'scenario':<24} {'developer':<10} {'runs':>4} {'leakage %':>13} {'ceiling %':>9} "
-        f"{'answered':>8} "
+        f"{'scenario':<24} {'developer':<10} {'runs':>4} {'leakage %':>13} {'policy %':>8} "
+        f"{'audit set %':>11} {'answers %':>9} {'answered':>8} "
         f"{'refused':>7} {'eps spent':>9} {'honest agree':>12} {'median |err|':>12} {'alerts':>6}"
     )
     lines = [header, "-" * len(header)]
@@ -228,10 +268,12 @@ def format_compare(rows: list[dict[str, Any]]) -> str:
         leak = "-" if r["leakage"] is None else f"{r['leakage']:.1f} ± {r['leakage_sd']:.1f}"
         agree = "-" if r["agreement"] is None else f"{100 * r['agreement']:.0f}%"
         err = _f(r["median_abs_error"], ".4g")
-        ceiling = _ceiling(r.get("leakage_ceiling"), r.get("ceiling_kind")).rstrip("%")
+        policy, audit, answers = (
+            _ceiling(r.get(k), r.get("ceiling_kind")).rstrip("%") for k in CEILING_KEYS
+        )
         lines.append(
-            f"{r['scenario']:<24} {r['developer']:<10} {r['runs']:>4} {leak:>13} {ceiling:>9} "
-            f"{_f(r['answered'], '.0f'):>8} {_f(r['refused'], '.0f'):>7} "
+            f"{r['scenario']:<24} {r['developer']:<10} {r['runs']:>4} {leak:>13} {policy:>8} "
+            f"{audit:>11} {answers:>9} {_f(r['answered'], '.0f'):>8} {_f(r['refused'], '.0f'):>7} "
             f"{_f(r['epsilon_spent'], '.3g'):>9} {agree:>12} {err:>12} "
             f"{_f(r['alerts'], '.1f'):>6}"
         )

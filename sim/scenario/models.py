@@ -12,6 +12,8 @@ A scenario file names, from top to bottom:
 - ``compliance`` (:mod:`.policy`): the metrics the compliance team answers and its policy stages;
 - ``auditor``: the optional external auditor, its detectors and what an alert does;
 - ``red_team``: judge the policy by every attack of the library (:data:`ATTACK_KINDS`);
+- ``privacy_audit``: the defaults of ``biasleak audit`` (:class:`PrivacyAuditConfig`), which checks
+  the ceilings' privacy claims from below; other commands ignore it;
 - ``grid``: variations for ``biasleak sweep``;
 - ``limits`` (:mod:`.limits`): caps on the size of the world (events, log size, auditor visits,
   identities, candidates...), with defaults that every shipped scenario keeps.
@@ -53,6 +55,7 @@ __all__ = [
     "AuditorConfig",
     "DeveloperConfig",
     "ModelConfig",
+    "PrivacyAuditConfig",
     "RedTeamConfig",
     "Scenario",
     "StrategyConfig",
@@ -167,6 +170,28 @@ class RedTeamConfig(Strict):
         return list(ATTACK_KINDS) if self.attacks == "all" else list(self.attacks)
 
 
+class PrivacyAuditConfig(Strict):
+    """Defaults of ``biasleak audit FILE`` (:mod:`biasleak.sim.privacy_audit`), which runs the
+    scenario's release many times on its audit set and on neighbouring ones and bounds its
+    privacy loss from below; its ``--trials`` and ``--canaries`` override these. Runs, sweeps and
+    the red team ignore the block."""
+
+    trials: int = Field(
+        100_000,
+        ge=4,
+        le=10_000_000,
+        description="releases per world for each audited pair (half choose the test, half "
+        "measure it)",
+    )
+    canaries: int = Field(
+        100,
+        ge=1,
+        le=100_000,
+        description="canaries of each one-run audit (people with a coin attribute, or pairs a "
+        "coin swaps), fewer when the audit set has fewer",
+    )
+
+
 class Scenario(Strict):
     """A whole scenario file."""
 
@@ -183,6 +208,11 @@ class Scenario(Strict):
         None,
         description="run every applicable attack of the library against the policy (biasleak "
         "redteam; biasleak run prints its table too)",
+    )
+    privacy_audit: PrivacyAuditConfig | None = Field(
+        None,
+        exclude_if=lambda block: block is None,
+        description="defaults of biasleak audit (trials, canaries); other commands ignore it",
     )
     grid: dict[str, list[Any] | int] | None = Field(
         None,

@@ -1,0 +1,179 @@
+"""The verdict on a policy: the strongest attack, the three ceilings, and what they prove.
+
+A compliance officer asks "is this policy safe, at my risk target?". The answer has three
+strengths, from the strongest statement to the weakest, each a theorem about a different
+attacker (:mod:`biasleak.mechanisms.ceiling`):
+
+- **safe by the policy's guarantee**: the policy ceiling is at or below the target; no attacker
+  that knows the group sizes exceeds it in expected balanced accuracy, on any audit set of this
+  size;
+- **safe for this audit set**: the audit-set ceiling is at or below it: whatever models an
+  attacker sends, this many answers on this audit set cannot give more;
+- **safe with these answers**: the answers ceiling is at or below it: exactly these answers
+  cannot give more (another attacker, sending other models, might get up to the audit-set
+  ceiling).
+
+Otherwise the policy is **unsafe** when the strongest attack already passed the target, and
+**not proven** when it did not but no ceiling rules out an attacker that does.
+
+These three take the public data to say nothing about the attribute beyond the group sizes. The
+verdict adds the statement that holds whatever an attacker knows besides: the answers add at
+most ``person ceiling - 50`` points to what that knowledge gives (the ceiling module's side
+information theorem), and the most exposed person's bound itself. Ceilings bound an
+expected balanced accuracy; one run's measured leakage scatters around its expectation, so an
+attack a point above a ceiling is noise, not a contradiction. The audit-set and answers ceilings
+are facts about the audit set for the evaluator: a verdict that rests on them must not be shown
+to developers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Final
+
+__all__ = [
+    "CEILING_KEYS",
+    "LEVEL_NAMES",
+    "ceilings_of",
+    "person_bound",
+    "safety",
+    "worst_ceilings",
+]
+
+CEILING_KEYS: Final = ("leakage_ceiling", "audit_set_ceiling", "answers_ceiling")
+"""Summary keys of the policy, audit-set and answers ceilings (percent)."""
+
+LEVEL_NAMES: Final = {
+    "leakage_ceiling": "policy",
+    "audit_set_ceiling": "audit set",
+    "answers_ceiling": "answers",
+}
+"""How the tables name each ceiling."""
+
+
+def _num(value: Any) -> float | None:
+    if value is None or isinstance(value, str):
+        return None
+    x = float(value)
+    return None if math.isnan(x) else x
+
+
+def ceilings_of(record: Mapping[str, Any]) -> dict[str, float | None]:
+    """The three ceilings of a developer's or organisation's summary (or an attack record)."""
+    return {key: _num(record.get(key)) for key in CEILING_KEYS}
+
+
+def worst_ceilings(summary: Mapping[str, Any]) -> dict[str, float | None]:
+    """The largest of each ceiling over a run's organisations and its developers (the whole
+    run's guarantee: any party could be the attacker)."""
+    parties = [*(summary.get("organizations") or {}).values()]
+    parties += [
+        d for d in (summary.get("developers") or {}).values() if d.get("organization") is None
+    ]
+    out: dict[str, float | None] = {}
+    for key in CEILING_KEYS:
+        values = [_num(p.get(key)) for p in parties]
+        out[key] = None if not values or any(v is None for v in values) else max(values)  # type: ignore[type-var]
+    people = [person_bound(p) for p in parties]
+    out["person_ceiling"] = (
+        None if not people or any(v is None for v in people) else max(people)  # type: ignore[type-var]
+    )
+    return out
+
+
+def person_bound(record: Mapping[str, Any]) -> float | None:
+    """The most exposed person's ceiling of a summary record, at the tightest level known."""
+    person = record.get("person_ceiling")
+    if isinstance(person, int | float):
+        return float(person)
+    for level in ("answers", "audit_set", "policy"):
+        value = _num((person or {}).get(level))
+        if value is not None:
+            return value
+    return None
+
+
+def safety(
+    leakage: float | None,
+    ceilings: Mapping[str, float | None],
+    target: float | None,
+    *,
+    public: float | None = None,
+) -> str:
+    """One sentence: what the strongest attack and the ceilings prove at ``target`` (percent).
+
+    ``public`` is what the public data alone reveal (the proxy baseline), when known. Without a
+    target: the strongest attack and the three ceilings, plainly.
+    """
+    policy, audit, answers = (ceilings.get(k) for k in CEILING_KEYS)
+    shown = ", ".join(f"{LEVEL_NAMES[k]} {_pct(ceilings.get(k))}" for k in CEILING_KEYS)
+    attack = "no attack estimated" if leakage is None else f"strongest attack {leakage:.1f}%"
+    known = "" if public is None else f"; the public data alone: {public:.1f}% (a proxy model)"
+    if target is None:
+        return f"{attack}; ceilings: {shown}{known}"
+    t = float(target)
+    person = _num(ceilings.get("person_ceiling"))
+    gain = ""
+    if person is not None:
+        added = person - 50.0
+        with_public = (
+            ""
+            if public is None
+            else f" (with what a proxy model knows from public data, {public:.1f}%: at most "
+            f"{min(100.0, public + added):.1f}%)"
+        )
+        gain = (
+            f"; whatever an attacker knows besides, these answers add at most {added:.1f} points"
+            f"{with_public}, and the most exposed person is guessed right at most {person:.1f}% "
+            "of the time by an attacker who knows everyone else's attribute"
+        )
+    if leakage is not None and leakage > t:
+        return f"unsafe at target {t:g}%: the {attack} is above it; ceilings: {shown}{known}{gain}"
+    if public is not None and public > t:
+        return (
+            f"no policy can be safe at target {t:g}%: the public data alone reveal {public:.1f}% "
+            f"(a proxy model trained on an external sample), and the ceilings below bound what "
+            f"the answers reveal to an attacker without side information ({shown}; {attack})"
+            f"{gain}"
+        )
+    return _levels(leakage, policy, audit, answers, attack, shown, t) + gain
+
+
+def _levels(
+    leakage: float | None,
+    policy: float | None,
+    audit: float | None,
+    answers: float | None,
+    attack: str,
+    shown: str,
+    t: float,
+) -> str:
+    """The strongest of the three no-side-information statements that meets the target."""
+    if policy is not None and policy <= t:
+        return (
+            f"safe by the policy's guarantee at target {t:g}%: no attacker that knows the group "
+            f"sizes can exceed {policy:.1f}% on any audit set of this size, without side "
+            f"information ({attack})"
+        )
+    if audit is not None and audit <= t:
+        return (
+            f"safe for this audit set at target {t:g}%: no attacker without side information can "
+            f"exceed {audit:.1f}% with this many answers on this audit set; the policy's own "
+            f"guarantee allows {_pct(policy)} ({attack})"
+        )
+    if answers is not None and answers <= t:
+        return (
+            f"safe with these answers at target {t:g}%: no attacker without side information "
+            f"can exceed {answers:.1f}% with exactly these answers; other models could reach up "
+            f"to {_pct(audit)} on this audit set and the policy's guarantee allows "
+            f"{_pct(policy)} ({attack})"
+        )
+    return (
+        f"not proven at target {t:g}%: the {attack} is below it, but no ceiling rules out an "
+        f"attacker above it; ceilings: {shown}"
+    )
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
