@@ -146,7 +146,8 @@ class Exposure:
         fe = float_error(pop)
         if mechanism == "laplace":
             truncate = r.bounding == "truncate"
-            gamma, t = laplace_units(r.metric, pop, m, r.epsilon / (2.0 if truncate else 1.0))
+            per = r.epsilon / m
+            gamma, t = laplace_units(r.metric, pop, per / 2.0 if truncate else per)
             d_flip = flip_shifts(r.metric, r.models, protected=self._a, labels=y)
             family = "pure" if truncate else "laplace"
             factor = 2.0 if truncate else 1.0
@@ -239,7 +240,7 @@ class Exposure:
                     self._keep(key, array)
 
 
-def _grid_shift(d: NDArray[np.float64], fe: float, gamma: float, t: int) -> NDArray[np.float64]:
+def _grid_shift(d: NDArray[np.float64], fe: float, gamma: float, t: float) -> NDArray[np.float64]:
     """The ``laplace`` shift dominating the safe sampler's discrete pair for exact shifts ``d``
     (:func:`biasleak.mechanisms.ceiling.discrete_laplace_shift`); 0 where there is no pair
     (``d < 0``)."""

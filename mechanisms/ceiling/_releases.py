@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Final, Literal
 
 import numpy as np
@@ -189,18 +188,20 @@ def swap_shift(n1: int, n0: int) -> float:
     return 1.0 / n1 + 1.0 / n0
 
 
-def laplace_units(metric: str, population: int, models: int, epsilon: float) -> tuple[float, int]:
-    """(gamma, t): the safe Laplace sampler's grid step and integer scale for this release.
+def laplace_units(metric: str, population: int, epsilon: float) -> tuple[float, float]:
+    """(gamma, t): the safe Laplace sampler's grid step, and a lower bound on its integer scale,
+    for models released at ``epsilon`` each (the calibration epsilon: half for ``truncate``).
 
-    Recomputed from public facts exactly as :func:`biasleak.mechanisms.samplers.safe_laplace`
-    computes them (``epsilon`` is the calibration epsilon: half the release's for ``truncate``).
+    :func:`biasleak.mechanisms.samplers.safe_laplace` calibrates a batch of m models to its l1
+    sensitivity ``m Delta_1`` at ``m epsilon``, so its grid step
+    ``choose_grid(Delta_1/eps, max(Delta_1, 2^-30 Delta_1/eps))`` does not depend on m, and its
+    scale ``t = ceil(K / (m eps))`` with ``K >= m (Delta_1/gamma + 1)`` is at least
+    ``(Delta_1/gamma + 1)/eps`` whatever m is; a lower bound on t only raises the shifts ``k/t``,
+    so the pairs hold for a model of any batch (a cached value's first release included).
     """
-    sens = global_sensitivity(metric, n=population, m=models)
-    fe = 4.0 * models * population * 2.0**-53
-    gamma = choose_grid(sens / epsilon, max(sens / models, sens / epsilon * 2**-30))
-    k_units = math.ceil(((sens + fe) / gamma + models) * (1.0 + 1e-12))
-    t = math.ceil(Fraction(k_units) / Fraction(epsilon))
-    return gamma, t
+    sens = global_sensitivity(metric, n=population, m=1)
+    gamma = choose_grid(sens / epsilon, max(sens, sens / epsilon * 2**-30))
+    return gamma, (sens / gamma + 1.0) / epsilon
 
 
 def smooth_scales(
@@ -274,7 +275,7 @@ def release_pairs(
         swap_d = 1.0 + 1.0 / (n - 1)  # a swap at N0 = 1
     if spec.mechanism == "laplace":
         truncate = spec.bounding == "truncate"
-        gamma, t = laplace_units(spec.metric, n, m, eps / 2.0 if truncate else eps)
+        gamma, t = laplace_units(spec.metric, n, per_eps / 2.0 if truncate else per_eps)
         flip_s = discrete_laplace_shift((flip_d + fe) / gamma + 1.0, t)
         swap_s = discrete_laplace_shift((swap_d + fe) / gamma + 1.0, t)
         if truncate:
