@@ -42,7 +42,7 @@ from typing import Any
 
 from biasleak.sim.redteam_plan import AttackPlan, plan_attacks, world_of
 from biasleak.sim.redteam_tables import format_red_team, format_strongest
-from biasleak.sim.safety import CEILING_KEYS, person_bound
+from biasleak.sim.safety import CEILING_KEYS, person_bound, policy_ceilings
 from biasleak.sim.scenario import NOT_ATTACKS, Scenario
 
 __all__ = [
@@ -137,6 +137,7 @@ def _record(plan: AttackPlan, summary: dict[str, Any]) -> dict[str, Any]:
         "revealed": best.get("revealed"),
         **{key: org.get(key) for key in CEILING_KEYS},
         "person_ceiling": person_bound(org),
+        "ceiling_kind": org.get("ceiling_kind"),
         "sent": sum(d.get("sent", 0) for d in mine.values()),
         "answered": sum(d.get("answered", 0) for d in mine.values()),
         "refused": sum(sum((d.get("refused") or {}).values()) for d in mine.values()),
@@ -224,6 +225,8 @@ def scenario_attacks(summary: dict[str, Any]) -> list[dict[str, Any]]:
             "leakage": d.get("leakage"),
             "revealed": d.get("revealed"),
             **{key: d.get(key) for key in CEILING_KEYS},
+            "person_ceiling": person_bound(d),
+            "ceiling_kind": d.get("ceiling_kind"),
         }
         for ident, d in summary.get("developers", {}).items()
         if d.get("strategy") not in NOT_ATTACKS
@@ -242,13 +245,16 @@ def strongest_over_runs(
     source: str,
     public: list[Any] | None = None,
 ) -> dict[str, Any]:
-    """The strongest attack of a policy over several runs (seeds).
+    """The strongest attack of a policy over several runs (seeds), and the policy's ceilings.
 
     Each run is a list of attack records; an attack's leakage is its mean over the runs, and
     the strongest is the attack with the highest mean (ties: more people revealed on average).
-    ``source`` says whose attacks they are (``"red team"`` or ``"scenario"``); ``public`` the
-    runs' proxy baselines (what the public data alone reveal), averaged into
-    ``proxy_baseline_leakage``.
+    The ceilings are the policy's, not that attack's: each level is the largest over the attacks
+    without side information (each bounds only attackers with its own answers), and the attacks
+    that start from a proxy model give ``proxy_ceiling``, their tightest level (the bound for an
+    attacker with that side information). ``source`` says whose attacks they are (``"red
+    team"`` or ``"scenario"``); ``public`` the runs' proxy baselines (what the public data alone
+    reveal), averaged into ``proxy_baseline_leakage``.
     """
     by_name: dict[str, list[dict[str, Any]]] = {}
     for records in runs:
@@ -258,9 +264,11 @@ def strongest_over_runs(
     pooled = [
         {
             "name": name,
+            "kind": rs[0].get("kind"),
+            "ceiling_kind": rs[0].get("ceiling_kind"),
             "leakage": _mean([r.get("leakage") for r in rs]),
             "revealed": _mean([r.get("revealed") for r in rs]),
-            **{key: _mean([r.get(key) for r in rs]) for key in CEILING_KEYS},
+            **{key: _mean([r.get(key) for r in rs]) for key in (*CEILING_KEYS, "person_ceiling")},
             "leakage_values": [r.get("leakage") for r in rs],
         }
         for name, rs in by_name.items()
@@ -279,6 +287,6 @@ def strongest_over_runs(
         "leakage": None if best is None else best["leakage"],
         "leakage_sd": sd if sd is not None else (0.0 if values else None),
         "revealed": None if best is None else best["revealed"],
-        **{key: None if best is None else best[key] for key in CEILING_KEYS},
+        **policy_ceilings(pooled),
         "proxy_baseline_leakage": _mean(list(public or [])),
     }

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from biasleak.sim.safety import CEILING_KEYS, safety
+from biasleak.sim.safety import CEILING_KEYS, policy_ceilings, safety
 
 if TYPE_CHECKING:
     from biasleak.sim.redteam import RedTeamResult
@@ -33,19 +33,11 @@ def _f(value: Any, spec: str) -> str:
     return format(value, spec)
 
 
-def _worst(records: list[dict[str, Any]], key: str) -> float | None:
-    """The largest ceiling over the applicable attacks (None when one is unknown)."""
-    values = [r.get(key) for r in records if r.get("applicable")]
-    if not values or any(v is None for v in values):
-        return None
-    return max(float(v) for v in values)
-
-
 def format_red_team(result: RedTeamResult, *, target: float | None = None) -> str:
     """The red team's findings as a table: the verdict, the strongest attack, every attack."""
     best = result.strongest
     lines = [f"red team of scenario {result.scenario} (seed {result.seed})"]
-    worst = {key: _worst(result.attacks, key) for key in (*CEILING_KEYS, "person_ceiling")}
+    worst = policy_ceilings(result.attacks)
     leakage = None if best is None else best["leakage"]
     lines.append("verdict: " + safety(leakage, worst, target, public=result.public))
     if best is None:

@@ -37,6 +37,7 @@ __all__ = [
     "LEVEL_NAMES",
     "ceilings_of",
     "person_bound",
+    "policy_ceilings",
     "safety",
     "worst_ceilings",
 ]
@@ -65,21 +66,58 @@ def ceilings_of(record: Mapping[str, Any]) -> dict[str, float | None]:
 
 
 def worst_ceilings(summary: Mapping[str, Any]) -> dict[str, float | None]:
-    """The largest of each ceiling over a run's organisations and its developers (the whole
-    run's guarantee: any party could be the attacker)."""
+    """A run's ceilings: :func:`policy_ceilings` over its organisations and the developers
+    without one (any party could be the attacker)."""
     parties = [*(summary.get("organizations") or {}).values()]
     parties += [
         d for d in (summary.get("developers") or {}).values() if d.get("organization") is None
     ]
-    out: dict[str, float | None] = {}
-    for key in CEILING_KEYS:
-        values = [_num(p.get(key)) for p in parties]
-        out[key] = None if not values or any(v is None for v in values) else max(values)  # type: ignore[type-var]
-    people = [person_bound(p) for p in parties]
-    out["person_ceiling"] = (
-        None if not people or any(v is None for v in people) else max(people)  # type: ignore[type-var]
-    )
+    return policy_ceilings(parties)
+
+
+def policy_ceilings(records: list[Mapping[str, Any]]) -> dict[str, float | None]:
+    """A policy's ceilings from its attacks' records (a red team's, or a scenario's attackers).
+
+    Each attack's ceilings bound only attackers with its own answers, so each level is the
+    largest over the attacks without side information; the attacks that start from a proxy model
+    give ``proxy_ceiling``, their tightest level (the bound for an attacker with that side
+    information), and ``person_ceiling`` is the largest over all of them. A level some attack
+    does not know is unknown (None).
+    """
+    live = [r for r in records if r.get("applicable", True)]
+    plain = [r for r in live if not _is_proxy(r)]
+    proxies = [_tightest(r) for r in live if _is_proxy(r)]
+    out = {key: _largest([r.get(key) for r in plain]) for key in CEILING_KEYS}
+    out["person_ceiling"] = _largest([person_bound(r) for r in live])
+    out["proxy_ceiling"] = _largest(proxies) if proxies else None
+    scored = [r for r in live if _num(r.get("leakage")) is not None]
+    if scored:  # whether the strongest attack's leakage rests on side information
+        top = max(scored, key=lambda r: float(r["leakage"]))
+        out["strongest_side_information"] = _is_proxy(top)  # type: ignore[assignment]
     return out
+
+
+def _is_proxy(record: Mapping[str, Any]) -> bool:
+    kind = record.get("ceiling_kind")
+    if kind is not None:
+        return bool(kind == "proxy_prior")
+    from biasleak.agents.strategies import PROXY_KINDS
+
+    return record.get("kind") in PROXY_KINDS
+
+
+def _tightest(record: Mapping[str, Any]) -> float | None:
+    for key in ("answers_ceiling", "audit_set_ceiling", "leakage_ceiling"):
+        value = _num(record.get(key))
+        if value is not None:
+            return value
+    return None
+
+
+def _largest(values: list[Any]) -> float | None:
+    if not values or any(v is None for v in values):
+        return None
+    return max(float(v) for v in values)
 
 
 def person_bound(record: Mapping[str, Any]) -> float | None:
@@ -109,6 +147,8 @@ def safety(
     policy, audit, answers = (ceilings.get(k) for k in CEILING_KEYS)
     shown = ", ".join(f"{LEVEL_NAMES[k]} {_pct(ceilings.get(k))}" for k in CEILING_KEYS)
     attack = "no attack estimated" if leakage is None else f"strongest attack {leakage:.1f}%"
+    if leakage is not None and ceilings.get("strongest_side_information"):
+        attack += ", which starts from a proxy model's side information"
     known = "" if public is None else f"; the public data alone: {public:.1f}% (a proxy model)"
     if target is None:
         return f"{attack}; ceilings: {shown}{known}"
@@ -127,6 +167,12 @@ def safety(
             f"; whatever an attacker knows besides, these answers add at most {added:.1f} points"
             f"{with_public}, and the most exposed person is guessed right at most {person:.1f}% "
             "of the time by an attacker who knows everyone else's attribute"
+        )
+    proxy = _num(ceilings.get("proxy_ceiling"))
+    if proxy is not None:
+        gain += (
+            f"; an attacker that starts from a proxy model trained on public data cannot expect "
+            f"more than {proxy:.1f}% with its answers"
         )
     if leakage is not None and leakage > t:
         return f"unsafe at target {t:g}%: the {attack} is above it; ceilings: {shown}{known}{gain}"

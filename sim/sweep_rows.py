@@ -69,6 +69,7 @@ RED_TEAM_FIGURES = (
     "audit_set_ceiling",
     "answers_ceiling",
     "person_ceiling",
+    "ceiling_kind",
 )
 """What a sweep row keeps of the strongest attack and of each attack of a red team."""
 

@@ -68,7 +68,7 @@ def write_report(
             "\n".join([f"# {PAPER_TITLES[paper]}", "", f"{len(rows)} finished runs.", "", *body])
             + "\n"
         )
-    text += "\n".join(["", *reproduce(folders, paper, to)]) + "\n"
+    text += "\n".join(["", *reproduce(folders, paper, to, risk_target)]) + "\n"
     path = target / REPORT_FILE
     path.write_text(text, encoding="utf-8")
     return path
@@ -83,7 +83,12 @@ def _made_with(folder: str | Path) -> tuple[str, Any, list[str]] | None:
     return how["scenario_file"], how.get("seeds"), how.get("overrides") or []
 
 
-def reproduce(folders: list[str | Path], paper: str | None, to: str | Path | None) -> list[str]:
+def reproduce(
+    folders: list[str | Path],
+    paper: str | None,
+    to: str | Path | None,
+    risk_target: float | None = None,
+) -> list[str]:
     """The commands that remake the sweep folders (from their ``sweep.json``) and this report."""
     commands = []
     made_with = []  # (scenario file, seeds, overrides) of each folder, where recorded
@@ -106,6 +111,8 @@ def reproduce(folders: list[str | Path], paper: str | None, to: str | Path | Non
         words += ["--paper", paper]
     if to is not None:
         words += ["--to", Path(to).as_posix()]
+    if risk_target is not None:
+        words += ["--target", f"{risk_target:g}"]
     commands.append(" ".join(shlex.quote(w) for w in words))
     stems = tuple(Path(f).name for f in folders)
     parents = {Path(f).parent.as_posix() for f in folders}

@@ -228,11 +228,12 @@ def _strongest(rs: list[dict[str, Any]], devs: list[str], logs: RunLogs) -> dict
                 [
                     {
                         "kind": kind,
+                        "ceiling_kind": r.get(f"{RED_TEAM_PREFIX}{kind}.ceiling_kind"),
                         "leakage": num(r.get(f"{RED_TEAM_PREFIX}{kind}.leakage")),
                         "revealed": num(r.get(f"{RED_TEAM_PREFIX}{kind}.revealed")),
                         **{
                             key: num(r.get(f"{RED_TEAM_PREFIX}{kind}.{key}"))
-                            for key in CEILING_KEYS
+                            for key in (*CEILING_KEYS, "person_ceiling")
                         },
                     }
                     for kind in sorted(kinds)
@@ -247,15 +248,26 @@ def _strongest(rs: list[dict[str, Any]], devs: list[str], logs: RunLogs) -> dict
                 {
                     "kind": strategies.get(dev),
                     "name": f"{dev} ({strategies.get(dev)})",
+                    "ceiling_kind": r.get(f"{dev}.ceiling_kind"),
                     "leakage": num(r.get(f"{dev}.leakage")),
                     "revealed": num(r.get(f"{dev}.revealed")),
                     **{key: num(r.get(f"{dev}.{key}")) for key in CEILING_KEYS},
+                    "person_ceiling": _person(r, dev),
                 }
                 for dev in devs
                 if strategies.get(dev) is not None and strategies.get(dev) not in NOT_ATTACKS
             ]
         )
     return strongest_over_runs("", runs, source="scenario")
+
+
+def _person(row: dict[str, Any], dev: str) -> float | None:
+    """A developer's most exposed person's ceiling in a sweep row, at the tightest level."""
+    for level in ("answers", "audit_set", "policy"):
+        value = num(row.get(f"{dev}.person_ceiling.{level}"))
+        if value is not None:
+            return value
+    return None
 
 
 def _strongest_table(
@@ -289,12 +301,22 @@ def _strongest_table(
     return lines
 
 
+def _short_names(keys: list[str]) -> list[str]:
+    """Each grid key's last part, or its last three where two keys share their last part
+    (``policy.0.epsilon`` and ``policy.1.epsilon``: a budget's and a noise stage's)."""
+    last = [k.rsplit(".", 1)[-1] for k in keys]
+    return [
+        ".".join(k.split(".")[-3:]) if last.count(name) > 1 else name
+        for k, name in zip(keys, last, strict=True)
+    ]
+
+
 def verdict_lines(
     keys: list[str], verdicts: list[Verdict], target: float | None = None
 ) -> list[str]:
     """The verdict per policy: the strongest attack, the three ceilings of its answers (means
     over the runs) and what they prove at ``target`` (:func:`biasleak.sim.safety.safety`)."""
-    names = [k.rsplit(".", 1)[-1] for k in keys]
+    names = _short_names(keys)
     head = (
         f"**Verdict per policy** (target {target:g}%)"
         if target is not None
