@@ -1016,3 +1016,28 @@ def test_red_team_errors_name_the_allowed_kinds(
         assert word in message, message
     if "unknown attack kind" in message or "honest" in message:
         assert "allowed attack kinds: ['single_query'" in message
+
+
+@pytest.mark.parametrize("levels", [3, 5, 6])
+def test_expanded_size_counts_aliases_as_the_copies_they_become(levels: int) -> None:
+    from biasleak.sim.scenario import loading
+
+    rows = ["a0: &a0 [lol, {k: v}]"] + [
+        f"a{k}: &a{k} [{', '.join([f'*a{k - 1}'] * 4)}]" for k in range(1, levels)
+    ]
+    loaded = loading._reader().load("\n".join(rows) + "\n")
+    plain = loading._Plain()
+    plain.convert(loaded, (), 1)
+    assert loading._expanded_size(loaded, {}) == plain.nodes  # the same count, never copied
+    assert plain.nodes > 4 ** (levels - 1)
+
+
+def test_a_file_that_expands_past_the_limit_is_refused_at_the_entry_that_passes_it() -> None:
+    rows = ["a0: &a0 [lol]"] + [
+        f"a{k}: &a{k} [{', '.join([f'*a{k - 1}'] * 10)}]" for k in range(1, 12)
+    ]
+    with pytest.raises(ScenarioError) as err:
+        read_document("\n".join(rows) + "\n", source="laughs.yaml")
+    # a0..a5 expand to 111,111 values together; a6 alone to 1,111,111
+    expected = "laughs.yaml:7: not valid YAML: expands to more than 1,000,000 values"
+    assert str(err.value).startswith(expected)

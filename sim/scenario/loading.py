@@ -224,6 +224,42 @@ def _too_deep(text: str) -> tuple[int, str | None] | None:
     return None
 
 
+def _expanded_size(value: Any, memo: dict[int, int], depth: int = 0) -> int:
+    """How many values ``value`` becomes once its aliases are copied, without copying them.
+
+    An alias is the same object as its anchor, so sizes are remembered by identity and a file
+    of k distinct collections is counted in O(k) steps however far it expands. Counting stops
+    past :data:`MAX_DEPTH` (the conversion refuses such a file on its own) and once the total
+    passes :data:`MAX_NODES` (the file is refused either way).
+    """
+    if not isinstance(value, Mapping | list) or depth > MAX_DEPTH:
+        return 1
+    known = memo.get(id(value))
+    if known is not None:
+        return known
+    items = value.values() if isinstance(value, Mapping) else value  # keys are single values
+    total = 1
+    for item in items:
+        total += _expanded_size(item, memo, depth + 1)
+        if total > MAX_NODES:
+            break
+    memo[id(value)] = total
+    return total
+
+
+def _first_line_over(loaded: Any, top: int | None) -> int | None:
+    """The line of the top-level entry at which the expanded size passes :data:`MAX_NODES`."""
+    if not isinstance(loaded, Mapping):
+        return top
+    memo: dict[int, int] = {}
+    total = 1
+    for key, item in loaded.items():
+        total += _expanded_size(item, memo, 1)
+        if total > MAX_NODES:
+            return _line(loaded, key, top)
+    return top
+
+
 class _Plain:
     """Turns what the round-trip reader made into plain data, noting the line of every part."""
 
@@ -316,6 +352,10 @@ def read_document(text: str, *, source: str = "<yaml>") -> Document:
         raise ScenarioError([f"{source}: {NOT_YAML}: {TOO_DEEP.format(most=MAX_DEPTH)}"]) from None
     lc = getattr(loaded, "lc", None)
     top = lc.line + 1 if lc is not None and lc.line is not None else None
+    if _expanded_size(loaded, {}) > MAX_NODES:  # before a billion-laughs file is copied out
+        where = _first_line_over(loaded, top)
+        at = source if where is None else f"{source}:{where}"
+        raise ScenarioError([f"{at}: {NOT_YAML}: {TOO_MANY.format(most=MAX_NODES)}"])
     plain = _Plain()
     try:
         data = plain.convert(loaded, (), top)
