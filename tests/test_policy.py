@@ -954,3 +954,57 @@ def test_metric_undefined_on_the_audit_set_is_refused() -> None:
         rng=np.random.default_rng(0),
     )
     assert decision.reason == "invalid" and "undefined" in decision.detail
+
+
+def _closest_every_pair(h: NDArray[np.float64], past: NDArray[np.float32], threshold: float):
+    """Reference: compare each model of the query with every earlier row, in float32."""
+    every = np.concatenate([past, h.astype(np.float32)])
+    for i in range(h.shape[0]):
+        row = past.shape[0] + i
+        if row == 0:
+            continue
+        dist = np.abs(every[:row] - every[row]).sum(axis=1)
+        j = int(np.argmin(dist))
+        if dist[j] < threshold:
+            return i, j, float(dist[j])
+    return None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    models=st.integers(1, 12),
+    stored=st.integers(0, 6),
+    threshold=st.sampled_from([0.5, 1.0, 2.0, 3.5]),
+    soft=st.booleans(),
+)
+def test_near_duplicate_pruning_finds_what_every_pair_finds(
+    seed: int, models: int, stored: int, threshold: float, soft: bool
+) -> None:
+    from biasleak.mechanisms.policy._state import ModelHistory
+    from biasleak.mechanisms.policy.refuse_rules import _closest
+
+    rng = np.random.default_rng(seed)
+    n = 8
+    base = rng.integers(0, 2, size=(3, n)).astype(np.float64)
+    if soft:
+        base = rng.uniform(size=(3, n))
+    # rows near each other on purpose: copies of three bases with a few cells changed
+    rows = base[rng.integers(0, 3, size=stored + models)].copy()
+    cells = rng.random(rows.shape) < 0.15
+    rows[cells] = rng.uniform(size=int(cells.sum())) if soft else 1.0 - rows[cells]
+    history = None
+    if stored:
+        history = ModelHistory(10, n)
+        history.add(rows[:stored])
+    past = history.rows() if history is not None else np.empty((0, n), np.float32)
+    h = rows[stored:]
+    expected = _closest_every_pair(h, past, threshold)
+    found = _closest(h, history, threshold)
+    if expected is None:
+        assert found is None
+    else:
+        i, j, dist = expected
+        what = "an earlier model" if j < stored else f"model {j - stored} of the same query"
+        assert found is not None and found.startswith(f"model {i} is at L1 distance {dist:.3g}")
+        assert what in found
