@@ -46,12 +46,16 @@ from biasleak.mechanisms.ceiling._individual import (
     PersonLedger,
     flip_shifts,
     reference_shifts,
+    shift_levels,
 )
 
 __all__ = ["EXPOSED_LEVELS", "MOST_EXPOSED", "Exposure", "service_specs"]
 
 EXPOSED_LEVELS: Final = (60, 75, 90)
 """Per-person ceilings (%) at which people are counted as exposed."""
+
+_MODELS_AT_ONCE: Final = 32
+"""Models whose per-person shifts are computed together (a bound on the temporaries' size)."""
 
 MOST_EXPOSED: Final = 10
 """How many of the most exposed people an ``exposure`` event names."""
@@ -141,25 +145,46 @@ class Exposure:
                 flips.add_common(pair, k)
                 refs.add_common(pair, k)
             return
-        y = self._y
-        d_ref = reference_shifts(r.metric, r.models, protected=self._a, labels=y)
         fe = float_error(pop)
         if mechanism == "laplace":
             truncate = r.bounding == "truncate"
             per = r.epsilon / m
             gamma, t = laplace_units(r.metric, pop, per / 2.0 if truncate else per)
-            d_flip = flip_shifts(r.metric, r.models, protected=self._a, labels=y)
             family = "pure" if truncate else "laplace"
             factor = 2.0 if truncate else 1.0
-            flips.add_shifts(family, factor * _grid_shift(d_flip, fe, gamma, t))
-            refs.add_shifts(family, factor * _grid_shift(d_ref, fe, gamma, t))
-            return
-        # the smooth-sensitivity mechanisms: the flip is the guarantee, the swap a plain shift
-        for pair, k in flip_pairs:
-            flips.add_common(pair, k)
-        scale = r.noise_scale
-        family = "cauchy" if mechanism == "attribute_conceal" else "laplace"
-        refs.add_shifts(family, np.where(d_ref >= 0, (d_ref + fe) / scale, 0.0))
+
+            def flip_level(d: NDArray[np.float64]) -> NDArray[np.float64]:
+                return factor * _grid_shift(d, fe, gamma, t)
+
+            ref_level = flip_level
+        else:
+            # the smooth-sensitivity mechanisms: the flip is the guarantee, the swap a plain
+            # shift of the noise at the release's scale
+            for pair, k in flip_pairs:
+                flips.add_common(pair, k)
+            family = "cauchy" if mechanism == "attribute_conceal" else "laplace"
+            scale = r.noise_scale
+
+            def ref_level(d: NDArray[np.float64]) -> NDArray[np.float64]:
+                return np.where(d >= 0, (d + fe) / scale, 0.0)
+
+        # each model's shifts depend on that model alone: a few models at a time keep the
+        # (models x people) temporaries small, and their levels (int16) are counted once per
+        # release
+        y = self._y
+        ref_levels = np.empty((m, self.n), dtype=np.int16)
+        flip_levels = np.empty((m, self.n), dtype=np.int16) if mechanism == "laplace" else None
+        for start in range(0, m, _MODELS_AT_ONCE):
+            stop = min(start + _MODELS_AT_ONCE, m)
+            models = r.models[start:stop]
+            d_ref = reference_shifts(r.metric, models, protected=self._a, labels=y)
+            ref_levels[start:stop] = shift_levels(ref_level(d_ref))
+            if flip_levels is not None:
+                d_flip = flip_shifts(r.metric, models, protected=self._a, labels=y)
+                flip_levels[start:stop] = shift_levels(flip_level(d_flip))
+        refs.add_levels(family, ref_levels)
+        if flip_levels is not None:
+            flips.add_levels(family, flip_levels)
 
     def finish(
         self,
@@ -246,7 +271,13 @@ def _grid_shift(d: NDArray[np.float64], fe: float, gamma: float, t: float) -> ND
     (``d < 0``)."""
     u = 0.5 / t
     correction = 2.0 * (u * u - u**4 / 3.0) if u < 1e-3 else 2.0 * math.log(math.cosh(u))
-    return np.where(d >= 0, ((d + fe) / gamma + 1.0) / t + correction, 0.0)
+    out = d + fe
+    out /= gamma
+    out += 1.0
+    out /= t
+    out += correction
+    out[~(d >= 0)] = 0.0
+    return out
 
 
 def _bounds(

@@ -322,3 +322,71 @@ def test_proxy_prior_ceiling() -> None:
     assert proxy_prior_ceiling(law, sure) >= prior_alone
     with pytest.raises(ValueError, match="prior probabilities"):
         proxy_prior_ceiling(law, np.array([1.5]))
+
+
+def _tail_counts(pairs: list[Pair], row: np.ndarray, family: str) -> np.ndarray:
+    """Releases of ``family`` at each of its parameters or more (largest parameter first)."""
+    cols = sorted(
+        (k for k, p in enumerate(pairs) if p.family == family), key=lambda k: -pairs[k].parameter
+    )
+    return np.cumsum(row[cols])
+
+
+def test_envelopes_dominate_every_member_and_keep_alike_people_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from biasleak.mechanisms.ceiling import _engine
+
+    pairs = [
+        Pair("laplace", 0.002),
+        Pair("laplace", 0.004),
+        Pair("laplace", 0.03),
+        Pair("cauchy", 0.01),
+        Pair("cauchy", 0.05),
+        Pair("pure", 0.02),
+        Pair("approx", 0.1, 1e-6),
+        Pair("approx", 0.2, 1e-7),
+    ]
+    rng = np.random.default_rng(11)
+    counts = rng.integers(0, 40, size=(300, len(pairs)))
+    monkeypatch.setattr(_engine, "MAX_DISTINCT", 16)
+    group, envelope, eps_env = _engine._envelopes(pairs, counts, None)
+    assert eps_env is None and envelope.shape == (16, len(pairs)) and group.max() == 15
+    for i in range(counts.shape[0]):
+        env = envelope[group[i]]
+        for family in ("laplace", "cauchy", "pure"):  # Hall's condition, largest parameter down
+            assert np.all(
+                _tail_counts(pairs, env, family) >= _tail_counts(pairs, counts[i], family)
+            )
+        assert np.all(env[6:] >= counts[i, 6:])  # approx pairs are not ordered: counted as they are
+    # the composed envelope bounds each member's own composition
+    loss = _engine.compose_people(pairs, counts)
+    for i in (0, 17, 150, 299):
+        alone = compose(list(zip(pairs, counts[i].tolist(), strict=True))).total_variation
+        assert loss.total_variation[i] >= alone - 1e-9
+    # a group holds people of alike spread: the envelope is close to its members
+    monkeypatch.setattr(_engine, "MAX_DISTINCT", 100)
+    alike = _engine.compose_people(pairs, counts).total_variation
+    monkeypatch.setattr(_engine, "MAX_DISTINCT", 10**6)
+    each = _engine.compose_people(pairs, counts).total_variation
+    assert np.all(alike >= each - 1e-9)
+    assert alike.mean() <= each.mean() * 1.25
+
+
+def test_envelopes_bound_hockey_sticks_at_each_members_epsilon(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from biasleak.mechanisms.ceiling import _engine
+
+    pairs = [Pair("laplace", 0.01), Pair("laplace", 0.05), Pair("pure", 0.03)]
+    rng = np.random.default_rng(5)
+    counts = rng.integers(0, 30, size=(200, 3))
+    eps = rng.choice([0.0, 0.1, 0.4], size=(200, 1))
+    monkeypatch.setattr(_engine, "MAX_DISTINCT", 12)
+    grouped = _engine.compose_people(pairs, counts, epsilons=eps)
+    monkeypatch.setattr(_engine, "MAX_DISTINCT", 10**6)
+    each = _engine.compose_people(pairs, counts, epsilons=eps)
+    assert grouped.hockey is not None and each.hockey is not None
+    assert np.all(grouped.hockey >= each.hockey - 1e-9)
+    assert np.all(grouped.total_variation >= each.total_variation - 1e-9)
+    assert grouped.hockey.mean() < 1.5 * each.hockey.mean() + 1e-3

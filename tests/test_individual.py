@@ -11,10 +11,10 @@ from biasleak.mechanisms.ceiling import SATURATION, Pair, person_bounds
 from biasleak.mechanisms.ceiling._individual import (
     LEVEL_RATIO,
     PersonLedger,
-    _levels,
     flip_shifts,
     level_value,
     reference_shifts,
+    shift_levels,
 )
 from biasleak.mechanisms.ceiling._releases import EO_FAMILY
 
@@ -76,7 +76,7 @@ def test_reference_shifts_bound_every_swap(metric: str) -> None:
 
 def test_levels_round_up_within_two_percent() -> None:
     shifts = np.concatenate([np.geomspace(1e-12, 40.0, 5000), [0.0, -1.0]])
-    lv = _levels(shifts[None, :])[0]
+    lv = shift_levels(shifts[None, :])[0]
     assert np.all(lv[-2:] == -1)
     values = np.array([level_value("laplace", int(k)).parameter for k in lv[:-2]])
     positive = shifts[:-2]
@@ -101,6 +101,23 @@ def test_ledger_counts_and_merges() -> None:
     assert arrays["x/common"].tolist() == [[2.0, 0.1, 0.0, 2.0]]
     with pytest.raises(ValueError, match="columns"):
         ledger.add_shifts("laplace", np.zeros((1, 4)))
+
+
+def test_ledger_counts_every_level_of_every_person_once() -> None:
+    rng = np.random.default_rng(5)
+    shifts = np.exp(rng.uniform(-8.0, 0.0, size=(40, 30)))
+    shifts[rng.random(shifts.shape) < 0.2] = 0.0  # no shift: nothing counted
+    shifts[rng.random(shifts.shape) < 0.1] = -1.0  # no pair
+    ledger = PersonLedger(30)
+    ledger.add_shifts("cauchy", shifts[:25])
+    ledger.add_shifts("cauchy", shifts[25:])
+    lv = shift_levels(shifts)
+    expected = {
+        int(level): np.count_nonzero(lv == level, axis=0) for level in np.unique(lv[lv >= 0])
+    }
+    assert sorted(ledger.counts) == [("cauchy", level) for level in sorted(expected)]
+    for level, per_person in expected.items():
+        assert ledger.counts[("cauchy", level)].tolist() == per_person.tolist()
 
 
 def test_person_bounds_per_person_and_with_a_prior() -> None:

@@ -65,6 +65,14 @@ def _compare(actual: Any, expected: Any, where: str) -> list[str]:
                 continue
             out.extend(_compare(actual[key], expected[key], f"{where}.{key}"))
         return out
+    if isinstance(expected, list):  # element by element, floats to the same tolerance
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            return [f"{where}: {actual!r} vs {expected!r}"]
+        problems = [
+            _compare(a, e, f"{where}[{i}]")
+            for i, (a, e) in enumerate(zip(actual, expected, strict=True))
+        ]
+        return [f"{where}: {actual!r} vs {expected!r}"] if any(problems) else []
     if isinstance(expected, float) and isinstance(actual, int | float):
         ok = math.isclose(actual, expected, rel_tol=1e-6, abs_tol=1e-9)
         return [] if ok else [f"{where}: {actual} vs {expected}"]

@@ -26,6 +26,13 @@ Three things make the result a bound and not an estimate:
 The grid step is chosen per person from the spread of the sum (a fixed fraction of its standard
 deviation), so a person whose releases are tiny is not composed on a grid made for a person whose
 releases are large: people are grouped by octave of that spread and each group gets its own grid.
+
+People with the same counts share one composition. Past :data:`MAX_DISTINCT` distinct people (a
+whole population of tens of thousands, each with a different mix of thousands of releases),
+alike people are grouped and each group is composed once under an envelope ledger that
+dominates every member's (see ``_envelopes``): still a bound for everyone, a little looser (on
+the whole Adult population with 20,000 answers, the mean bound rises from 0.497% to 0.504%
+total variation), and about seven times faster.
 """
 
 from __future__ import annotations
@@ -75,6 +82,10 @@ SINGLE_POINTS: Final = 1 << 20
 
 SINGLE_RESOLUTION: Final = 2000
 """Grid points per standard deviation when few people are composed."""
+
+MAX_DISTINCT: Final = 4096
+"""Most distinct people composed one by one; more are composed in this many groups of alike
+people, each under a ledger that dominates its members' (see _envelopes)."""
 
 CHUNK_CELLS: Final = 1 << 22
 """People x transform points held at once (complex doubles: 64 MiB)."""
@@ -231,8 +242,12 @@ def compose_people(
         eps = np.broadcast_to(eps, (n, eps.size))
     if n > 1:  # people with the same counts (and epsilons) have the same law: compose it once
         key = c if eps is None else np.concatenate([c.astype(np.float64), eps], axis=1)
-        unique, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
-        if unique.shape[0] < n:
+        first, inverse = _unique_rows(key)
+        if first.size > MAX_DISTINCT:  # too many to compose one by one: under envelopes
+            group, c_env, eps_env = _envelopes(pairs, c[first], None if eps is None else eps[first])
+            first, inverse = np.arange(c_env.shape[0]), group[inverse.reshape(-1)]
+            c, eps = c_env, eps_env
+        if first.size < n:
             inner = compose_people(pairs, c[first], epsilons=None if eps is None else eps[first])
             inverse = inverse.reshape(-1)
             return PeopleLoss(
@@ -253,6 +268,75 @@ def compose_people(
             h = np.stack([block.hockey(eps[who, j]) for j in range(eps.shape[1])], axis=1)
             hockey[who] = np.where(block.exact[:, None], 1.0, np.maximum(h, hockey[who]))
     return PeopleLoss(np.minimum(tv, 1.0), None if hockey is None else np.minimum(hockey, 1.0))
+
+
+def _envelopes(
+    pairs: Sequence[Pair], c: NDArray[np.int64], eps: NDArray[np.float64] | None
+) -> tuple[NDArray[np.intp], NDArray[np.int64], NDArray[np.float64] | None]:
+    """(group of each row, each group's envelope counts, each group's epsilons): the rows of
+    ``c`` in at most :data:`MAX_DISTINCT` groups, each composed once under a ledger that
+    dominates every member's.
+
+    Rows are sorted by their epsilons, then by the spread of their total loss, and cut into
+    groups of consecutive rows, so that a group holds people whose releases weigh alike. Within
+    a family whose pairs are ordered by domination (``laplace``, ``cauchy``, ``pure``: a larger
+    parameter dominates, see :mod:`~biasleak.mechanisms.ceiling._pairs`), the envelope's number
+    of releases at parameter p or more is the largest member's: each member's releases can then
+    be matched one to one with the envelope's at an equal or larger parameter (Hall's condition
+    is exactly that inequality, checked from the largest parameter down), each matched pair
+    dominates, and the envelope's unmatched releases only add to what an attacker sees (dropping
+    them is post-processing). Every other pair (``approx``, ``exact``) takes the largest count of
+    the group. So the envelope's composition dominates each member's, and its divergences bound
+    theirs; at the smallest epsilon of the group's members, since a hockey-stick divergence
+    decreases in epsilon.
+    """
+    rows = c.shape[0]
+    var = np.array(
+        [
+            0.0 if p.saturated or p.trivial else connect_the_dots(p, p.max_loss / 64.0).variance
+            * (p.max_loss / 64.0) ** 2
+            for p in pairs
+        ]
+    )
+    spread = c.astype(np.float64) @ var
+    keys = [spread] if eps is None else [spread, *eps.T[::-1]]
+    order = np.lexsort(keys)  # epsilons first, then the spread
+    size = -(-rows // MAX_DISTINCT)
+    starts = np.arange(0, rows, size)
+    group = np.empty(rows, dtype=np.intp)
+    group[order] = np.arange(rows) // size
+    sorted_counts = c[order]
+    envelope = np.empty((starts.size, len(pairs)), dtype=np.int64)
+    chains: dict[str, list[int]] = {}
+    for k, p in enumerate(pairs):
+        if p.family in ("laplace", "cauchy", "pure") and p.delta == 0.0:
+            chains.setdefault(p.family, []).append(k)
+        else:
+            chains[f"single {k}"] = [k]
+    for columns in chains.values():
+        columns.sort(key=lambda k: -pairs[k].parameter)  # the largest parameter first
+        at_least = np.cumsum(sorted_counts[:, columns], axis=1)
+        top = np.maximum.reduceat(at_least, starts, axis=0)
+        envelope[:, columns] = np.diff(top, axis=1, prepend=0)
+    eps_env = None if eps is None else np.minimum.reduceat(eps[order], starts, axis=0)
+    return group, envelope, eps_env
+
+
+def _unique_rows(key: NDArray[Any]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """(first, inverse) of the distinct rows of ``key``: ``key[first][inverse] == key``.
+
+    Rows are compared as raw bytes (one 1-d sort instead of a lexicographic one); the rows
+    are integers or floats without NaN, whose equal values have equal bytes except -0.0 and
+    0.0, which only makes two equal rows distinct (composed twice, to the same law).
+    """
+    rows = np.ascontiguousarray(key)
+    if rows.shape[1] == 0:
+        return np.zeros(1 if rows.shape[0] else 0, dtype=np.intp), np.zeros(
+            rows.shape[0], dtype=np.intp
+        )
+    raw = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+    _, first, inverse = np.unique(raw, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
 
 
 @dataclass(frozen=True)
@@ -418,21 +502,21 @@ def _group(
             break
         step *= 2.0 * points / limit  # a coarser grid: looser, never wrong
     # the logarithms of the transforms, as modulus and phase: the counts are real, so the two
-    # matrix products are real too (half the work of a complex product)
-    log_modulus = np.empty((len(laws), points))
-    phase = np.empty((len(laws), points))
+    # matrix products are real too (half the work of a complex product). The laws are real, so
+    # their transforms are Hermitian and so is any product of their powers: the half spectrum
+    # (rfft) holds everything, and irfft returns the real masses (half the work again)
+    placed = np.zeros((len(laws), points))
     for k, law in enumerate(laws):
-        placed = np.zeros(points)
-        np.add.at(placed, (law.offset + np.arange(law.masses.size)) % points, law.masses)
-        spectrum = np.fft.fft(placed)
-        # |Phi| can reach 0 at isolated frequencies; the floor keeps the logarithm finite, and
-        # its effect (a power of 1e-300) is far below the round-off allowance
-        log_modulus[k] = np.log(np.maximum(np.abs(spectrum), 1e-300))
-        phase[k] = np.angle(spectrum)
+        np.add.at(placed[k], (law.offset + np.arange(law.masses.size)) % points, law.masses)
+    spectrum = np.fft.rfft(placed, axis=1)
+    # |Phi| can reach 0 at isolated frequencies; the floor keeps the logarithm finite, and its
+    # effect (a power of 1e-300) is far below the round-off allowance
+    log_modulus = np.log(np.maximum(np.abs(spectrum), 1e-300))
+    phase = np.angle(spectrum)
     log_keep = np.log1p(-np.array([law.infinite for law in laws]))
     allowance = TAIL + ROUND_OFF * points
     chunk = max(1, CHUNK_CELLS // points)
-    turn = 2.0 * np.pi * np.arange(points) / points
+    turn = 2.0 * np.pi * np.arange(points // 2 + 1) / points
     for start in range(0, counts.shape[0], chunk):
         stop = min(start + chunk, counts.shape[0])
         block = counts[start:stop]
@@ -441,7 +525,7 @@ def _group(
         # position k holds the loss index base + k (the window starts at position 0)
         shift = np.mod(base, points)[:, None] * turn[None, :]
         spectra = np.exp(block @ log_modulus + 1j * (block @ phase + shift))
-        masses = np.maximum(np.fft.ifft(spectra, axis=1).real, 0.0)
+        masses = np.maximum(np.fft.irfft(spectra, n=points, axis=1), 0.0)
         infinite = -np.expm1(block @ log_keep)
         yield _Block(
             people[start:stop],

@@ -23,7 +23,8 @@ same among the people with y = 1, and 0 for the others):
 with ``S_g`` the group's sum of predictions; the shift is ``|SP' - SP|`` (for ``|SP|``,
 ``||SP'| - |SP||``). The reference shift is ``(1/N1 + 1/N0) |h_i - rho|`` with rho the median
 prediction of the model within the person's label stratum (any rho is valid; the median keeps
-the shifts small).
+the shifts small; in a stratum of more than 4,096 people, the median of 4,096 of them evenly
+spread over its rows).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ __all__ = [
     "flip_shifts",
     "level_value",
     "reference_shifts",
+    "shift_levels",
 ]
 
 LEVEL_RATIO: Final = 1.02
@@ -57,6 +59,14 @@ LEVEL_SMALLEST: Final = 1e-9
 _LOG_RATIO: Final = math.log(LEVEL_RATIO)
 _TOP_LEVEL: Final = math.ceil(math.log(SATURATION / LEVEL_SMALLEST) / _LOG_RATIO) + 1
 """The largest level, past SATURATION: larger shifts are counted there (an exact release)."""
+_MEDIAN_SAMPLE: Final = 4096
+"""The reference rho of a larger stratum is the median of this many of its people, evenly spread
+over its rows (any rho is valid; this keeps the shifts near the smallest at a fraction of the
+cost)."""
+_COUNT_PEOPLE: Final = 512
+"""People whose (level, person) counts one bincount makes at once (a table that fits a cache)."""
+_LEVEL_VALUES: Final = LEVEL_SMALLEST * LEVEL_RATIO ** np.arange(_TOP_LEVEL + 1, dtype=np.float64)
+"""The shift of each level (``level_value``'s parameter), looked up instead of recomputed."""
 
 
 def level_value(family: str, level: int) -> Pair:
@@ -64,22 +74,36 @@ def level_value(family: str, level: int) -> Pair:
     return Pair(family, LEVEL_SMALLEST * LEVEL_RATIO**level)  # type: ignore[arg-type]
 
 
-def _levels(shifts: NDArray[np.float64]) -> NDArray[np.int64]:
-    """Level index of each shift, rounded up; -1 for a zero shift."""
-    with np.errstate(divide="ignore"):
-        raw = np.ceil(np.log(np.maximum(shifts, LEVEL_SMALLEST) / LEVEL_SMALLEST) / _LOG_RATIO)
-    # a float rounding of the logarithm must never round a shift down: step up where it did
-    lv = raw.astype(np.int64)
-    lv = np.where(LEVEL_SMALLEST * LEVEL_RATIO**lv < shifts, lv + 1, lv)
-    return np.where(shifts > 0, np.minimum(lv, _TOP_LEVEL), -1)
+def shift_levels(shifts: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Level index of each shift, rounded up; -1 for a zero shift (or NaN).
+
+    The level is the smallest whose value (``LEVEL_SMALLEST * LEVEL_RATIO**level``) is at least
+    the shift, or the top level: the logarithm estimates it, and a comparison with the level's
+    value steps it up where a rounding of the logarithm fell short.
+    """
+    positive = shifts > 0  # False for NaN too
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = np.log(shifts)  # -inf or NaN where not positive: cleared below
+    x -= math.log(LEVEL_SMALLEST)
+    x /= _LOG_RATIO
+    np.ceil(x, out=x)
+    np.clip(x, 0.0, _TOP_LEVEL, out=x)  # below the smallest level: the smallest
+    x[~positive] = 0.0
+    lv = x.astype(np.int64)
+    # np.take: a gather many times faster than fancy indexing
+    lv += np.take(_LEVEL_VALUES, lv) < shifts
+    np.minimum(lv, _TOP_LEVEL, out=lv)
+    lv[~positive] = -1
+    return lv
 
 
 def _groups(
     h: NDArray[np.float64], a: NDArray[np.bool_], inside: NDArray[np.bool_]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], int, int]:
-    s1 = h[:, inside & a].sum(axis=1)
-    s0 = h[:, inside & ~a].sum(axis=1)
-    return s1, s0, int(np.count_nonzero(inside & a)), int(np.count_nonzero(inside & ~a))
+    one, zero = inside & a, inside & ~a
+    # the group sums as products with 0/1 vectors (no copy of the selected columns)
+    s1, s0 = h @ one.astype(np.float64), h @ zero.astype(np.float64)
+    return s1, s0, int(np.count_nonzero(one)), int(np.count_nonzero(zero))
 
 
 def _population(metric: str, n: int, labels: NDArray[np.bool_] | None) -> NDArray[np.bool_]:
@@ -110,25 +134,32 @@ def flip_shifts(
     """
     h, a, _, inside = _inputs(metric, predictions, protected, labels)
     s1, s0, n1, n0 = _groups(h, a, inside)
-    out = np.full_like(h, -1.0)
     if min(n1, n0) < 1:
-        return out
-    sp = s1 / n1 - s0 / n0
+        return np.full_like(h, -1.0)
+    mean1, mean0 = s1 / n1, s0 / n0
+    # SP' - SP, exactly rearranged: (mean1 - h)/(N1 - 1) + (mean0 - h)/(N0 + 1) for a person of
+    # group 1, (h - mean1)/(N1 + 1) + (h - mean0)/(N0 - 1) for one of group 0: a constant per
+    # model and group plus a slope per group times h (one pass over the models)
+    one = inside & a if n1 >= 2 else np.zeros_like(a)
+    zero = inside & ~a if n0 >= 2 else np.zeros_like(a)
+    slope = np.zeros(a.size)
+    const = np.zeros((h.shape[0], 2))
     if n1 >= 2:
-        new = (s1[:, None] - h) / (n1 - 1) - (s0[:, None] + h) / (n0 + 1)
-        cols = inside & a
-        out[:, cols] = _moved(metric, sp, new)[:, cols]
+        slope[one] = -(1.0 / (n1 - 1) + 1.0 / (n0 + 1))
+        const[:, 1] = mean1 / (n1 - 1) + mean0 / (n0 + 1)
     if n0 >= 2:
-        new = (s1[:, None] + h) / (n1 + 1) - (s0[:, None] - h) / (n0 - 1)
-        cols = inside & ~a
-        out[:, cols] = _moved(metric, sp, new)[:, cols]
+        slope[zero] = 1.0 / (n1 + 1) + 1.0 / (n0 - 1)
+        const[:, 0] = -(mean1 / (n1 + 1) + mean0 / (n0 - 1))
+    out = h * slope
+    out += np.take(const, a.astype(np.intp), axis=1)
+    if metric.startswith("abs_"):  # ||SP + move| - |SP||
+        sp = (mean1 - mean0)[:, None]
+        out += sp
+        np.abs(out, out=out)
+        out -= np.abs(sp)
+    np.abs(out, out=out)
+    out[:, ~(one | zero)] = -1.0
     return out
-
-
-def _moved(metric: str, before: NDArray[np.float64], after: NDArray[np.float64]) -> NDArray:
-    if metric.startswith("abs_"):
-        return np.abs(np.abs(after) - np.abs(before)[:, None])
-    return np.abs(after - before[:, None])
 
 
 def reference_shifts(
@@ -146,11 +177,19 @@ def reference_shifts(
     c = 1.0 / n1 + 1.0 / n0
     # a swap keeps the group sizes within each label stratum: the partner is of the same label
     strata = [inside] if y is None or metric in EO_FAMILY else [y, ~y]
-    for stratum in strata:
-        if not stratum.any():
-            continue
-        rho = np.median(h[:, stratum], axis=1)
-        out[:, stratum] = c * np.abs(h[:, stratum] - rho[:, None])
+    which = np.full(a.size, len(strata), dtype=np.intp)  # the stratum of each person (or none)
+    rho = np.zeros((h.shape[0], len(strata) + 1))
+    for j, stratum in enumerate(strata):
+        if stratum.any():
+            which[stratum] = j
+            members = np.flatnonzero(stratum)
+            if members.size > _MEDIAN_SAMPLE:  # any rho is valid: a spread sample's median
+                members = members[np.linspace(0, members.size - 1, _MEDIAN_SAMPLE).astype(int)]
+            rho[:, j] = np.median(h[:, members], axis=1)
+    out = h - np.take(rho, which, axis=1)
+    np.abs(out, out=out)
+    out *= c
+    out[:, which == len(strata)] = -1.0
     return out
 
 
@@ -175,16 +214,41 @@ class PersonLedger:
         s = np.atleast_2d(np.asarray(shifts, dtype=np.float64))
         if s.shape[1] != self.n:
             raise ValueError(f"shifts must have {self.n} columns; received shape {s.shape}")
-        lv = _levels(s)
-        for level in np.unique(lv):
-            if level < 0:
-                continue
-            per_person = np.count_nonzero(lv == level, axis=0)
-            key = (family, int(level))
-            if key in self.counts:
-                self.counts[key] += per_person
-            else:
-                self.counts[key] = per_person.astype(np.int64)
+        self.add_levels(family, shift_levels(s))
+
+    def add_levels(self, family: str, levels: ArrayLike) -> None:
+        """Count one pair of ``family`` per (model, person) at each level of :func:`shift_levels`
+        (a level of -1 counts nothing)."""
+        lv = np.atleast_2d(np.asarray(levels))
+        if lv.shape[1] != self.n:
+            raise ValueError(f"levels must have {self.n} columns; received shape {lv.shape}")
+        if not lv.size or int(lv.max()) < 0:
+            return
+        shifted = lv.astype(np.int64) + 1  # "no pair" (-1) is 0 here
+        present = np.flatnonzero(np.bincount(shifted.ravel())[1:])  # the levels that occur
+        low, span = int(present[0]), int(present[-1] - present[0]) + 1
+        shifted -= low + 1
+        shifted[shifted < 0] = span  # "no pair": one more row, dropped
+        # one bincount per block of people, whose (level, person) table stays in the cache
+        table = np.empty((span, self.n), dtype=np.int32)
+        keys = np.empty((lv.shape[0], min(_COUNT_PEOPLE, self.n)), dtype=np.int64)
+        for start in range(0, self.n, _COUNT_PEOPLE):
+            stop = min(start + _COUNT_PEOPLE, self.n)
+            width = stop - start
+            block = keys[:, :width] if width < keys.shape[1] else keys
+            np.multiply(shifted[:, start:stop], width, out=block)
+            block += np.arange(width)
+            counted = np.bincount(block.ravel(), minlength=(span + 1) * width)
+            table[:, start:stop] = counted[: span * width].reshape(span, width)
+        for j in present - low:
+            self._column(family, low + int(j))[:] += table[j]
+
+    def _column(self, family: str, level: int) -> NDArray[np.int64]:
+        """The counts of one (family, level), created as zeros when new."""
+        key = (family, level)
+        if key not in self.counts:
+            self.counts[key] = np.zeros(self.n, dtype=np.int64)
+        return self.counts[key]
 
     def add_common(self, pair: Pair, count: int = 1) -> None:
         """Count ``count`` releases of ``pair`` for everyone."""

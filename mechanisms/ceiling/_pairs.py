@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Final, Literal
 
 import numpy as np
@@ -263,6 +263,18 @@ class Discretized:
 def connect_the_dots(pair: Pair, step: float) -> Discretized:
     """The dominating connect-the-dots law of ``pair`` on the loss grid ``j * step``.
 
+    Cached (the same levels recur in every ledger of a run and of its red team); the returned
+    masses are read-only.
+    """
+    if not step > 0:
+        raise ValueError(f"the loss grid step must be > 0; received {step!r}")
+    return _connect_the_dots(pair, float(step))
+
+
+@lru_cache(maxsize=8192)
+def _connect_the_dots(pair: Pair, step: float) -> Discretized:
+    """:func:`connect_the_dots`, computed.
+
     The masses follow from the profile's slopes in ``u = e^eps``: between grid points the new
     profile is the chord, so its slope on ``[u_j, u_{j+1}]`` is the chord's, and the mass at
     ``u_j`` is ``u_j`` times the jump of the slope there (the slope is ``-(1 - delta)`` below the
@@ -296,4 +308,5 @@ def connect_the_dots(pair: Pair, step: float) -> Discretized:
     missing = finite - float(masses.sum())
     if missing > 0:
         masses[-1] += missing
+    masses.setflags(write=False)
     return Discretized(int(lo), masses, pair.infinite_mass)
