@@ -3,14 +3,17 @@
 Subcommands:
 
 ``run FILE [--seed N] [--set key.path=value ...] [--json] [--log-dir DIR] [--workers W]``
-``[--target PCT]``
+``[--target PCT] [--audit]``
     Run one scenario; print its summary as a table (or JSON) and the log's path (and the red
     team's table, or ``red_team`` in the JSON, when the scenario has a ``red_team``). The table
     opens with the verdict: the strongest attack and the three ceilings (policy, audit set,
     answers), and with ``--target`` which of them proves the policy safe at that leakage (the
     JSON then has ``verdict``). ``redteam``, ``compare``, ``replay`` and ``report`` take
-    ``--target`` too.
+    ``--target`` too. ``--audit`` (or a ``privacy_audit`` block in the scenario) also runs the
+    privacy audit from below (as ``audit`` does) and quotes it in the verdict; run and redteam
+    then exit 1 when a lower bound exceeds a claim.
 ``redteam FILE [--seed N] [--set key.path=value ...] [--json] [--workers W] [--log-dir DIR]``
+``[--target PCT] [--audit]``
     Run every applicable attack of the library against the scenario's policy, each in its own
     world, and name the strongest (see :mod:`biasleak.sim.redteam`). ``run`` of a scenario with a
     ``red_team`` prints the red team's table too.
@@ -154,6 +157,17 @@ def _target_option() -> argparse.ArgumentParser:
     return parent
 
 
+def _audit_flag(parser: argparse.ArgumentParser) -> None:
+    """``--audit``: run the privacy audit from below and quote it in the verdict."""
+    parser.add_argument(
+        "--audit",
+        action="store_true",
+        help="also run the privacy audit from below (as biasleak audit; on by default when the "
+        "scenario has a privacy_audit block) and quote it in the verdict; exit 1 when a lower "
+        "bound exceeds a claim",
+    )
+
+
 def _pool_options(help_text: str, *, executors: bool = False) -> argparse.ArgumentParser:
     """``--workers W`` (and, with ``executors``, ``--executor`` and ``--address``)."""
     parent = _parent()
@@ -218,6 +232,7 @@ def _parser() -> argparse.ArgumentParser:
         ],
     )
     run.add_argument("file", help="scenario YAML file")
+    _audit_flag(run)
     redteam = sub.add_parser(
         "redteam",
         help="run every applicable attack against a scenario's policy",
@@ -230,6 +245,7 @@ def _parser() -> argparse.ArgumentParser:
         ],
     )
     redteam.add_argument("file", help="scenario YAML file")
+    _audit_flag(redteam)
     compare = sub.add_parser(
         "compare",
         help="run scenarios side by side",

@@ -101,21 +101,46 @@ def cmd_run(args: argparse.Namespace) -> int:
         with pool("process", workers=args.workers) as executor:
             red = run_red_team(scenario, seed=args.seed, log_dir=args.log_dir, executor=executor)
     target = getattr(args, "target", None)
+    try:
+        audit = _privacy_audit(scenario, args)
+    except (OSError, ValueError) as err:
+        return _fail([f"{args.file}: {err}"])
+    headline = None if audit is None else audit.headline()
     if args.json:
         shown = result.summary if red is None else {**result.summary, "red_team": red.to_json()}
-        print(dumps(with_verdict(shown, target)))
+        if audit is not None:
+            shown = {**shown, "privacy_audit": audit.to_json()}
+        print(dumps(with_verdict(shown, target, audit=headline)))
     else:
-        print(format_run(result.summary, target=target))
+        print(format_run(result.summary, target=target, audit=headline))
         if red is not None:
             print()
-            print(format_red_team(red, target=target))
-    return 0
+            print(format_red_team(red, target=target, audit=headline))
+    return 1 if audit is not None and audit.defects else 0
 
 
-def with_verdict(summary: dict[str, Any], target: float | None) -> dict[str, Any]:
+def _privacy_audit(scenario: Any, args: argparse.Namespace) -> Any:
+    """The privacy audit beside a run's verdict (``--audit``, or the scenario's
+    ``privacy_audit`` block), with the block's trials and canaries; None when neither asks."""
+    block = getattr(scenario, "privacy_audit", None)
+    if not getattr(args, "audit", False) and block is None:
+        return None
+    from biasleak.sim.privacy_audit import DEFAULT_CANARIES, DEFAULT_TRIALS, audit_scenario
+
+    return audit_scenario(
+        scenario,
+        trials=block.trials if block is not None else DEFAULT_TRIALS,
+        canaries=block.canaries if block is not None else DEFAULT_CANARIES,
+        seed=args.seed,
+    )
+
+
+def with_verdict(
+    summary: dict[str, Any], target: float | None, *, audit: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """A summary for ``--json`` with ``verdict`` (target, ceilings, sentence) when a target is
     given: the worst of each ceiling over the run's parties and the strongest attack's leakage
-    (the red team's when there is one)."""
+    (the red team's when there is one), and the privacy audit's headline when one ran."""
     if target is None:
         return summary
     from biasleak.sim.report.tables import _strongest_leakage
@@ -133,7 +158,14 @@ def with_verdict(summary: dict[str, Any], target: float | None) -> dict[str, Any
             "strongest_leakage": leakage,
             **bounds,
             "proxy_baseline_leakage": summary.get("proxy_baseline_leakage"),
-            "text": safety(leakage, bounds, target, public=summary.get("proxy_baseline_leakage")),
+            "privacy_audit": audit,
+            "text": safety(
+                leakage,
+                bounds,
+                target,
+                public=summary.get("proxy_baseline_leakage"),
+                audit=audit,
+            ),
         },
     }
 
@@ -158,12 +190,20 @@ def cmd_redteam(args: argparse.Namespace) -> int:
             return _fail(problems)
         with pool("process", workers=args.workers) as executor:
             result = run_red_team(scenario, seed=args.seed, log_dir=args.log_dir, executor=executor)
+        audit = _privacy_audit(scenario, args)
     except ScenarioError as err:
         return _fail(err.problems)
     except (OSError, ValueError) as err:
         return _fail([f"{args.file}: {err}"])
-    print(dumps(result.to_json()) if args.json else format_red_team(result, target=args.target))
-    return 0
+    headline = None if audit is None else audit.headline()
+    if args.json:
+        shown = result.to_json()
+        if audit is not None:
+            shown["privacy_audit"] = audit.to_json()
+        print(dumps(shown))
+    else:
+        print(format_red_team(result, target=args.target, audit=headline))
+    return 1 if audit is not None and audit.defects else 0
 
 
 def _write_csv(path: str, rows: list[dict[str, Any]]) -> None:

@@ -236,6 +236,36 @@ class AuditReport:
             return f"DEFECT: {len(defects)} lower bound(s) above the ceiling's claims"
         return "no claim exceeded"
 
+    def headline(self) -> dict[str, Any]:
+        """What a verdict quotes: the audit's verdict, how many bounds at what confidence, and the
+        lower bound closest to its claim (the largest ratio of bound to claim; the first audited
+        epsilon when every bound is 0)."""
+        rows: list[tuple[str, float, float]] = [
+            (r.label, r.audit.epsilon.value, r.audit.claimed_epsilon) for r in self.pairs
+        ]
+        rows += [
+            (c.label, c.result.epsilon, c.claimed_epsilon)
+            for c in self.canaries
+            if c.result is not None
+        ]
+
+        def closeness(row: tuple[str, float, float]) -> float:
+            _, lower, claim = row
+            if lower <= 0.0:
+                return 0.0
+            return math.inf if claim <= 0.0 else lower / claim
+
+        closest = max(rows, key=closeness) if rows else None
+        return {
+            "verdict": self.verdict,
+            "defects": len(self.defects),
+            "bounds": self.bounds,
+            "confidence": self.confidence,
+            "closest": None
+            if closest is None
+            else {"label": closest[0], "epsilon_lower": closest[1], "claimed_epsilon": closest[2]},
+        }
+
     def to_json(self) -> dict[str, Any]:
         """The report as plain JSON values (infinite numbers as the string ``"inf"``)."""
         return jsonable(

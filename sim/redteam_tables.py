@@ -33,13 +33,19 @@ def _f(value: Any, spec: str) -> str:
     return format(value, spec)
 
 
-def format_red_team(result: RedTeamResult, *, target: float | None = None) -> str:
-    """The red team's findings as a table: the verdict, the strongest attack, every attack."""
+def format_red_team(
+    result: RedTeamResult,
+    *,
+    target: float | None = None,
+    audit: dict[str, Any] | None = None,
+) -> str:
+    """The red team's findings as a table: the verdict (with the privacy audit's headline when
+    one ran), the strongest attack, every attack."""
     best = result.strongest
     lines = [f"red team of scenario {result.scenario} (seed {result.seed})"]
     worst = policy_ceilings(result.attacks)
     leakage = None if best is None else best["leakage"]
-    lines.append("verdict: " + safety(leakage, worst, target, public=result.public))
+    lines.append("verdict: " + safety(leakage, worst, target, public=result.public, audit=audit))
     if best is None:
         lines.append("strongest attack: none (no applicable attack made an estimate)")
     else:

@@ -35,6 +35,7 @@ from typing import Any, Final
 __all__ = [
     "CEILING_KEYS",
     "LEVEL_NAMES",
+    "audit_clause",
     "ceilings_of",
     "person_bound",
     "policy_ceilings",
@@ -138,17 +139,64 @@ def safety(
     target: float | None,
     *,
     public: float | None = None,
+    audit: Mapping[str, Any] | None = None,
 ) -> str:
     """One sentence: what the strongest attack and the ceilings prove at ``target`` (percent).
 
-    ``public`` is what the public data alone reveal (the proxy baseline), when known. Without a
-    target: the strongest attack and the three ceilings, plainly.
+    ``public`` is what the public data alone reveal (the proxy baseline), when known; ``audit``
+    the privacy audit's headline (:meth:`biasleak.sim.privacy_audit.AuditReport.headline`), when
+    one ran: its clause closes the sentence. Without a target: the strongest attack and the three
+    ceilings, plainly.
     """
+    if audit is not None and audit.get("defects"):
+        # a claim the audit refutes proves nothing: no level may be stated as safe
+        attack = "no attack estimated" if leakage is None else f"strongest attack {leakage:.1f}%"
+        shown = ", ".join(f"{LEVEL_NAMES[k]} {_pct(ceilings.get(k))}" for k in CEILING_KEYS)
+        at = "" if target is None else f" at target {float(target):g}%"
+        return f"not proven{at}: {attack}; ceilings: {shown}{audit_clause(audit)}"
+    return _sentence(leakage, ceilings, target, public) + audit_clause(audit)
+
+
+def audit_clause(audit: Mapping[str, Any] | None) -> str:
+    """``; the privacy audit from below ...``: what the audit found, or ``""`` without one."""
+    if audit is None:
+        return ""
+    closest = audit.get("closest")
+    if closest is None:
+        return f"; the privacy audit from below: {audit['verdict']}"
+    found = (
+        f"{closest['label']}: epsilon >= {closest['epsilon_lower']:.3g} against the claimed "
+        f"{closest['claimed_epsilon']:.3g}"
+    )
+    if audit.get("defects"):
+        return (
+            f"; DEFECT: the privacy audit from below found {audit['defects']} lower bound(s) "
+            f"above the ceilings' claims (closest {found}; `biasleak audit` lists them): these "
+            "ceilings are not proven"
+        )
+    return (
+        f"; the privacy audit from below exceeds no claim ({audit['bounds']} lower bounds, "
+        f"jointly at {100 * float(audit['confidence']):g}%; closest {found})"
+    )
+
+
+def _sentence(
+    leakage: float | None,
+    ceilings: Mapping[str, Any],
+    target: float | None,
+    public: float | None,
+) -> str:
+    """:func:`safety` without the audit clause."""
     policy, audit, answers = (ceilings.get(k) for k in CEILING_KEYS)
     shown = ", ".join(f"{LEVEL_NAMES[k]} {_pct(ceilings.get(k))}" for k in CEILING_KEYS)
     attack = "no attack estimated" if leakage is None else f"strongest attack {leakage:.1f}%"
+    reached = (
+        "no attack was estimated"
+        if leakage is None
+        else f"the strongest attack reached {leakage:.1f}%"
+    )
     if leakage is not None and ceilings.get("strongest_side_information"):
-        attack += ", which starts from a proxy model's side information"
+        reached += " (starting from a proxy model's side information)"
     known = "" if public is None else f"; the public data alone: {public:.1f}% (a proxy model)"
     if target is None:
         return f"{attack}; ceilings: {shown}{known}"
@@ -175,23 +223,22 @@ def safety(
             f"more than {proxy:.1f}% with its answers"
         )
     if leakage is not None and leakage > t:
-        return f"unsafe at target {t:g}%: the {attack} is above it; ceilings: {shown}{known}{gain}"
+        return f"unsafe at target {t:g}%: {reached}, above it; ceilings: {shown}{known}{gain}"
     if public is not None and public > t:
         return (
             f"no policy can be safe at target {t:g}%: the public data alone reveal {public:.1f}% "
-            f"(a proxy model trained on an external sample), and the ceilings below bound what "
-            f"the answers reveal to an attacker without side information ({shown}; {attack})"
+            f"(a proxy model trained on an external sample), and the ceilings bound what "
+            f"the answers reveal to an attacker without side information ({shown}); {reached}"
             f"{gain}"
         )
-    return _levels(leakage, policy, audit, answers, attack, shown, t) + gain
+    return _levels(policy, audit, answers, reached, shown, t) + gain
 
 
 def _levels(
-    leakage: float | None,
     policy: float | None,
     audit: float | None,
     answers: float | None,
-    attack: str,
+    reached: str,
     shown: str,
     t: float,
 ) -> str:
@@ -200,23 +247,23 @@ def _levels(
         return (
             f"safe by the policy's guarantee at target {t:g}%: no attacker that knows the group "
             f"sizes can exceed {policy:.1f}% on any audit set of this size, without side "
-            f"information ({attack})"
+            f"information; {reached}"
         )
     if audit is not None and audit <= t:
         return (
             f"safe for this audit set at target {t:g}%: no attacker without side information can "
             f"exceed {audit:.1f}% with this many answers on this audit set; the policy's own "
-            f"guarantee allows {_pct(policy)} ({attack})"
+            f"guarantee allows {_pct(policy)}; {reached}"
         )
     if answers is not None and answers <= t:
         return (
             f"safe with these answers at target {t:g}%: no attacker without side information "
             f"can exceed {answers:.1f}% with exactly these answers; other models could reach up "
             f"to {_pct(audit)} on this audit set and the policy's guarantee allows "
-            f"{_pct(policy)} ({attack})"
+            f"{_pct(policy)}; {reached}"
         )
     return (
-        f"not proven at target {t:g}%: the {attack} is below it, but no ceiling rules out an "
+        f"not proven at target {t:g}%: {reached}, below it, but no ceiling rules out an "
         f"attacker above it; ceilings: {shown}"
     )
 

@@ -372,3 +372,38 @@ def test_cli_audit_scenario_block_is_strict_and_ctrl_c_stops(
     monkeypatch.setattr("biasleak.sim.privacy_audit.audit_scenario", interrupted)
     assert main(["audit", str(_scenario(tmp_path, noise))]) == 130
     assert capsys.readouterr().err.startswith("biasleak audit: interrupted; nothing was written")
+
+
+def test_run_and_redteam_quote_the_audit_in_their_verdicts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    noise = "{kind: noise, mechanism: laplace, epsilon: 4.0}"
+    logs = str(tmp_path / "logs")
+    plain = _scenario(tmp_path, noise)
+    assert main(["run", str(plain), "--log-dir", logs, "--target", "70"]) == 0
+    assert "privacy audit" not in capsys.readouterr().out  # neither --audit nor a block
+    block = "privacy_audit: {trials: 4000, canaries: 10}\nred_team: {attacks: [single_query]}"
+    path = _scenario(tmp_path, noise, block)
+    assert main(["run", str(path), "--log-dir", logs, "--target", "70", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["privacy_audit"]["trials"] == 4000  # the block's, as biasleak audit uses
+    headline = summary["verdict"]["privacy_audit"]
+    assert headline["verdict"] == "no claim exceeded" and headline["defects"] == 0
+    assert headline["bounds"] == summary["privacy_audit"]["bounds"]
+    assert "; the privacy audit from below exceeds no claim (" in summary["verdict"]["text"]
+    assert main(["redteam", str(path), "--log-dir", logs, "--target", "70"]) == 0
+    verdict = capsys.readouterr().out.splitlines()[1]
+    assert verdict.startswith("verdict: ") and "the privacy audit from below exceeds" in verdict
+
+    # an under-noised release: the audit refutes the claims, and no level may be called safe
+    real = audit_scenario
+
+    def twin(*args: object, **kwargs: object) -> object:
+        return real(*args, **{**kwargs, "scale_factor": 0.5})  # type: ignore[arg-type]
+
+    monkeypatch.setattr("biasleak.sim.privacy_audit.audit_scenario", twin)
+    assert main(["run", str(plain), "--log-dir", logs, "--target", "70", "--audit"]) == 1
+    verdict = capsys.readouterr().out.splitlines()[1]
+    assert verdict.startswith("verdict: not proven at target 70%: ")
+    assert "DEFECT: the privacy audit from below found" in verdict
+    assert "safe" not in verdict

@@ -15,7 +15,9 @@ CEILINGS = {
 def test_an_attack_above_the_target_is_unsafe_whatever_the_ceilings() -> None:
     # the ceilings bound an attacker without side information; a measured leak is a fact
     text = safety(60.6, CEILINGS, 60.0)
-    assert text.startswith("unsafe at target 60%: the strongest attack 60.6% is above it")
+    assert text.startswith("unsafe at target 60%: the strongest attack reached 60.6%, above it")
+    side = safety(60.6, {**CEILINGS, "strongest_side_information": True}, 60.0)
+    assert "reached 60.6% (starting from a proxy model's side information), above it" in side
 
 
 def test_public_data_above_the_target_rule_out_every_policy() -> None:
@@ -60,3 +62,28 @@ def test_the_worst_party_of_a_run_is_its_guarantee() -> None:
     assert worst["answers_ceiling"] == 57.0  # a member is judged with its organisation
     assert worst["person_ceiling"] == 70.0  # the tightest level known per party, then the max
     assert person_bound({"person_ceiling": None}) is None
+
+
+def test_the_audit_closes_the_verdict_and_a_defect_withdraws_every_level() -> None:
+    clean = {
+        "verdict": "no claim exceeded",
+        "defects": 0,
+        "bounds": 10,
+        "confidence": 0.95,
+        "closest": {"label": "mallory: flip", "epsilon_lower": 0.021, "claimed_epsilon": 0.05},
+    }
+    text = safety(52.0, CEILINGS, 60.0, audit=clean)
+    assert text.startswith("safe for this audit set at target 60%")
+    assert text.endswith(
+        "; the privacy audit from below exceeds no claim (10 lower bounds, jointly at 95%; "
+        "closest mallory: flip: epsilon >= 0.021 against the claimed 0.05)"
+    )
+    broken = {**clean, "defects": 2, "verdict": "DEFECT: 2 lower bound(s) above the claims"}
+    text = safety(52.0, CEILINGS, 60.0, audit=broken)
+    assert text.startswith("not proven at target 60%: strongest attack 52.0%; ceilings: policy")
+    assert "DEFECT: the privacy audit from below found 2 lower bound(s)" in text
+    assert "safe" not in text
+    nothing = {**clean, "closest": None, "verdict": "nothing to audit"}
+    assert safety(52.0, CEILINGS, None, audit=nothing).endswith(
+        "; the privacy audit from below: nothing to audit"
+    )

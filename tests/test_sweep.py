@@ -1150,7 +1150,7 @@ def test_sweep_of_a_red_team_scenario_reports_the_strongest_attack(tmp_path: Pat
     assert "**Verdict per policy** (no target given" in text
     assert "- per_day=5000: strongest attack 100.0%; ceilings: policy 100.0%" in text
     targeted = write_report(result.out, risk_target=60).read_text(encoding="utf-8")
-    assert "- per_day=5000: unsafe at target 60%: the strongest attack 100.0%" in targeted
+    assert "- per_day=5000: unsafe at target 60%: the strongest attack reached 100.0%" in targeted
 
 
 def test_verdict_per_policy_names_the_strongest_statement_that_holds() -> None:

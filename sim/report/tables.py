@@ -64,8 +64,14 @@ def _strongest_leakage(summary: dict[str, Any]) -> float | None:
     return max(values) if values else None
 
 
-def format_run(summary: dict[str, Any], *, target: float | None = None) -> str:
-    """The summary of one run as a table, opening with its verdict (at ``target``, percent)."""
+def format_run(
+    summary: dict[str, Any],
+    *,
+    target: float | None = None,
+    audit: dict[str, Any] | None = None,
+) -> str:
+    """The summary of one run as a table, opening with its verdict (at ``target``, percent; with
+    the privacy audit's headline when one ran)."""
     lines = [f"scenario {summary['scenario']} (seed {summary['seed']})"]
     lines.append(
         "verdict: "
@@ -74,6 +80,7 @@ def format_run(summary: dict[str, Any], *, target: float | None = None) -> str:
             worst_ceilings(summary),
             target,
             public=summary.get("proxy_baseline_leakage"),
+            audit=audit,
         )
     )
     devs = summary["developers"]

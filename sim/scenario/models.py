@@ -173,8 +173,9 @@ class RedTeamConfig(Strict):
 class PrivacyAuditConfig(Strict):
     """Defaults of ``biasleak audit FILE`` (:mod:`biasleak.sim.privacy_audit`), which runs the
     scenario's release many times on its audit set and on neighbouring ones and bounds its
-    privacy loss from below; its ``--trials`` and ``--canaries`` override these. Runs, sweeps and
-    the red team ignore the block."""
+    privacy loss from below; its ``--trials`` and ``--canaries`` override these. With the block,
+    ``biasleak run`` and ``biasleak redteam`` run the audit too and quote it in the verdict (as
+    ``--audit`` does); sweeps and compare ignore it."""
 
     trials: int = Field(
         100_000,
@@ -212,7 +213,8 @@ class Scenario(Strict):
     privacy_audit: PrivacyAuditConfig | None = Field(
         None,
         exclude_if=lambda block: block is None,
-        description="defaults of biasleak audit (trials, canaries); other commands ignore it",
+        description="defaults of biasleak audit (trials, canaries); with it, biasleak run and "
+        "redteam also run the audit and quote it in the verdict",
     )
     grid: dict[str, list[Any] | int] | None = Field(
         None,
