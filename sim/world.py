@@ -44,7 +44,7 @@ from biasleak.agents.developer import Developer
 from biasleak.agents.models import build_pipeline, train_base_model
 from biasleak.agents.public import PublicView
 from biasleak.agents.strategies import PROXY_KINDS, DeveloperContext, build_strategies
-from biasleak.agents.strategies.adaptive import proxy_estimate
+from biasleak.agents.strategies.adaptive import proxy_estimate, proxy_scores
 from biasleak.agents.strategies.fair_services import RequestFairTraining, RequestPostprocessing
 from biasleak.agents.strategies.honest import HonestSelection
 from biasleak.agents.strategies.plugin import PluginStrategy
@@ -145,11 +145,7 @@ def _prepared(
     # An external labelled sample for proxy models: the training split's features with its
     # attribute, standing for a public survey. Never the audit set's attribute.
     proxy = PublicView(train.features, data.train_protected, train.columns, train.categorical)
-    p = (
-        build_pipeline(proxy)
-        .fit(proxy.features, proxy.labels)
-        .predict_proba(data.public.audit.features)[:, 1]
-    )
+    p = proxy_scores(proxy, data.public.audit)  # the same fit a proxy attacker makes
     baseline, _ = leakage(proxy_estimate(p, data.n0), data.protected)
     return data, h0, model.accuracy(data.public.audit), proxy, baseline, _immutable(p)
 

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from pydantic import Field, model_validator
 
 from biasleak.agents.messages import Refusal
-from biasleak.agents.models import train_base_model
+from biasleak.agents.models import BaseModel, cached_fit, frozen, train_base_model
 from biasleak.agents.public import PublicView
 from biasleak.agents.strategies.base import (
     Action,
@@ -85,21 +85,41 @@ class HonestSelection(Strategy):
     def __init__(self, config: HonestSelectionConfig, context: DeveloperContext) -> None:
         super().__init__(config, context)
         self.config: HonestSelectionConfig = config
-        train = _subsample(context.public.train, config.train_subsample, context.rng)
         audit = context.public.audit
         grid = np.geomspace(config.c_min, config.c_max, config.candidates)
-        outputs, accuracies, self._models = [], [], []
-        for k, c in enumerate(grid):
-            model = train_base_model(train, C=float(c))
-            self._models.append(model)
-            proba = model.predict_proba(audit)
-            out = proba if k % 2 == 0 else (proba >= 0.5).astype(np.float64)
-            outputs.append(out)
-            accuracies.append(float(np.mean((out >= 0.5) == (audit.labels == 1))))
+        rng = context.rng
+
+        def fit() -> tuple[list[BaseModel], NDArray[np.float64], list[float], dict[str, Any]]:
+            train = _subsample(context.public.train, config.train_subsample, rng)
+            models, outputs, accuracies = [], [], []
+            for k, c in enumerate(grid):
+                model = train_base_model(train, C=float(c))
+                models.append(model)
+                proba = model.predict_proba(audit)
+                out = proba if k % 2 == 0 else (proba >= 0.5).astype(np.float64)
+                outputs.append(out)
+                accuracies.append(float(np.mean((out >= 0.5) == (audit.labels == 1))))
+            # shared by every world of the process: frozen
+            return models, frozen(np.stack(outputs)), accuracies, rng.bit_generator.state
+
+        # the same developer in every world of a red team (or sweep point) fits the same
+        # candidates from the same random state: once per process, the random stream left
+        # exactly where a fresh fit leaves it
+        key = (
+            "honest_selection",
+            config.train_subsample,
+            config.c_min,
+            config.c_max,
+            config.candidates,
+            repr(rng.bit_generator.state),
+        )
+        models, candidates, accuracies, after = cached_fit((context.public.train, audit), key, fit)
+        rng.bit_generator.state = after
+        self._models = list(models)
         self.c_values = [float(c) for c in grid]
-        self.candidates: NDArray[np.float64] = np.stack(outputs)
-        """(K, n) candidate outputs on the audit set."""
-        self.accuracies = accuracies
+        self.candidates: NDArray[np.float64] = candidates
+        """(K, n) candidate outputs on the audit set (read-only)."""
+        self.accuracies = list(accuracies)
         self.answers: list[float | None] = [None] * config.candidates
         """Answered metric per candidate (None while unknown or refused)."""
         self._next = 0

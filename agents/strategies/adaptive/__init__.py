@@ -82,6 +82,7 @@ from biasleak.agents.strategies.adaptive.proxy_prior import (
     ProxyPriorConfig,
     proxy_estimate,
     proxy_probabilities,
+    proxy_scores,
 )
 from biasleak.agents.strategies.adaptive.sequential_cs import SequentialCS, SequentialCSConfig
 
@@ -106,4 +107,5 @@ __all__ = [
     "noise_verdict",
     "proxy_estimate",
     "proxy_probabilities",
+    "proxy_scores",
 ]

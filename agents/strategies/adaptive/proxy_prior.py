@@ -36,7 +36,8 @@ from pydantic import Field
 from scipy import optimize
 
 from biasleak.agents.messages import Refusal
-from biasleak.agents.models import build_pipeline
+from biasleak.agents.models import build_pipeline, cached_fit, frozen
+from biasleak.agents.public import PublicView
 from biasleak.agents.strategies.adaptive._jitter import JITTER
 from biasleak.agents.strategies.base import Action, DeveloperContext, Estimate, Submit
 from biasleak.agents.strategies.compressed_sensing import (
@@ -52,6 +53,7 @@ __all__ = [
     "ProxyPriorConfig",
     "proxy_estimate",
     "proxy_probabilities",
+    "proxy_scores",
 ]
 
 NOISE_CHECKS: Final = 16
@@ -71,13 +73,23 @@ class ProxyPriorConfig(SensingConfig):
     )
 
 
+def proxy_scores(proxy: PublicView, audit: PublicView) -> NDArray[np.float64]:
+    """P(a = 1 | x) for each person of ``audit``, from a model trained on the labelled sample
+    ``proxy`` (its labels are the attribute); fitted once per process (read-only)."""
+
+    def fit() -> NDArray[np.float64]:
+        model = build_pipeline(proxy)
+        model.fit(proxy.features, proxy.labels)
+        return frozen(np.asarray(model.predict_proba(audit.features)[:, 1], dtype=np.float64))
+
+    return cached_fit((proxy, audit), ("proxy_scores",), fit)
+
+
 def proxy_probabilities(context: DeveloperContext) -> NDArray[np.float64]:
     """P(a = 1 | x) for the audit set, from a model trained on the external labelled sample."""
     if context.proxy is None:
         raise ValueError("proxy_prior needs an external labelled sample (context.proxy)")
-    model = build_pipeline(context.proxy)
-    model.fit(context.proxy.features, context.proxy.labels)
-    return np.asarray(model.predict_proba(context.public.audit.features)[:, 1])
+    return proxy_scores(context.proxy, context.public.audit)
 
 
 def proxy_estimate(p: NDArray[np.float64], n0: int) -> NDArray[np.int8]:
