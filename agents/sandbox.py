@@ -201,6 +201,10 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             stream.close()
 
 
+_NATIVE_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+"""Environment variables that native libraries read for their thread counts when they load."""
+
+
 class Sandbox:
     """A child process running one strategy; :meth:`call` forwards one method call to it.
 
@@ -211,7 +215,8 @@ class Sandbox:
     def __init__(self, *, timeout: float) -> None:
         self.timeout = float(timeout)
         """Wall-clock seconds a call may take."""
-        env = {**os.environ, SANDBOX_ENV: "1"}
+        # one native thread: the strategy runs beside its world, which has the cores
+        env = {**os.environ, SANDBOX_ENV: "1", **{name: "1" for name in _NATIVE_THREADS}}
         self._process = subprocess.Popen(
             [sys.executable, "-m", "biasleak.agents.sandbox"],
             stdin=subprocess.PIPE,

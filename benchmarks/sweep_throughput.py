@@ -17,9 +17,9 @@ import json
 import resource
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from biasleak.sim.executors import pool
 from biasleak.sim.sweep import run_sweep
 
 SCENARIO = """\
@@ -46,8 +46,8 @@ def timed_sweep(path: Path, out: Path, workers: int) -> tuple[float, int]:
     if workers == 1:
         result = run_sweep(path, out=out, progress=None)
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            result = run_sweep(path, out=out, executor=pool, workers=workers, progress=None)
+        with pool("process", workers=workers) as executor:  # one native thread per worker
+            result = run_sweep(path, out=out, executor=executor, workers=workers, progress=None)
     return time.perf_counter() - start, result.ok
 
 
@@ -74,12 +74,12 @@ def main() -> None:
         if args.table1:
             root = Path(__file__).resolve().parent.parent / "scenarios" / "paper"
             start = time.perf_counter()
-            with ProcessPoolExecutor(max_workers=2) as pool:
+            with pool("process", workers=2) as executor:
                 for name in ("table1_n100", "table1_n1000"):
                     run_sweep(
                         root / f"{name}.yaml",
                         out=Path(tmp) / name,
-                        executor=pool,
+                        executor=executor,
                         workers=2,
                         progress=None,
                     )

@@ -21,10 +21,18 @@ A terminal's Ctrl-C sends SIGINT to the whole process group, workers included. W
 SIGTERM, which ``kill`` and service managers send, stops a command the same way as Ctrl-C while
 :func:`terminate_as_interrupt` is active: it raises :class:`Terminated`, a
 :class:`KeyboardInterrupt`, in the main process.
+
+Native thread pools. NumPy's BLAS and OpenMP start one thread per core by default; W workers
+on C cores with C threads each fight over the cores (model fits ran ten times slower, and two
+workers were slower than one). Every worker of :func:`make_executor` (the process pool and a
+local Dask cluster) limits its native pools to its share of the cores, ``max(1, C // W)``
+(:func:`native_threads`): through the environment, before a library loads, and through
+threadpoolctl for the ones already loaded.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
@@ -38,6 +46,7 @@ __all__ = [
     "Terminated",
     "close_executor",
     "make_executor",
+    "native_threads",
     "pool",
     "run_each",
     "shielded",
@@ -73,6 +82,47 @@ def _worker_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+NATIVE_THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+"""Environment variables that native libraries read for their thread counts when they load."""
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        return os.cpu_count() or 1
+
+
+def native_threads(workers: int) -> int:
+    """Native threads for each of ``workers`` processes sharing this machine's cores."""
+    return max(1, cores() // max(1, workers))
+
+
+def limit_native_threads(threads: int) -> None:
+    """Limit this process's native thread pools (BLAS, OpenMP) to ``threads``: the environment
+    for libraries loaded later, threadpoolctl for those already loaded."""
+    for name in NATIVE_THREAD_VARIABLES:
+        os.environ[name] = str(threads)
+    import numpy  # noqa: F401  (loads the BLAS, so that the limit reaches it)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=threads)
+
+
+def _worker_init(threads: int) -> None:
+    """Initializer of pool workers: signals (:func:`_worker_signals`) and native threads."""
+    _worker_signals()
+    limit_native_threads(threads)
+
+
 def make_executor(
     kind: ExecutorKind | str, *, workers: int, address: str | None = None
 ) -> tuple[Executor, Any]:
@@ -84,8 +134,12 @@ def make_executor(
     scheduler at ``address`` cannot be reached within :data:`DASK_CONNECT_SECONDS` (or the
     address cannot be one).
     """
+    threads = native_threads(workers)
     if kind == "process":
-        return ProcessPoolExecutor(max_workers=workers, initializer=_worker_signals), None
+        executor = ProcessPoolExecutor(
+            max_workers=workers, initializer=_worker_init, initargs=(threads,)
+        )
+        return executor, None
     if kind == "dask":
         try:
             distributed = require("distributed")
@@ -100,9 +154,14 @@ def make_executor(
         else:
             client = distributed.Client(
                 distributed.LocalCluster(
-                    n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+                    n_workers=workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    env={name: str(threads) for name in NATIVE_THREAD_VARIABLES},
                 )
             )
+            client.run(limit_native_threads, threads)
         return client.get_executor(), client
     raise ValueError(UNKNOWN_EXECUTOR.format(kind=kind))
 
