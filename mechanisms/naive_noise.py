@@ -19,7 +19,6 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
 
 __all__ = ["add_noise"]
 
@@ -41,6 +40,8 @@ def add_noise(
     if scale == 0.0:
         out = v.copy()
     elif bounding == "truncate":
+        from scipy import stats  # loaded when the naive sampler first draws
+
         dist = {"laplace": stats.laplace, "cauchy": stats.cauchy}[family]
         u = rng.uniform(size=v.shape)
         # Inverse-CDF sampling of the law conditioned on [low, high]. Work in the tail the range

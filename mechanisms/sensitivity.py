@@ -66,7 +66,6 @@ from typing import Final, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import stats
 
 from biasleak.mechanisms._validation import (
     check_choice,
@@ -344,5 +343,7 @@ def smooth_laplace_beta(epsilon: float, delta: float, m: int) -> float:
     eps = check_epsilon(epsilon, allow_inf=False)
     d = check_delta(delta)
     m_ = check_int(m, name="m", minimum=1)
+    from scipy import stats  # scipy.stats loads when first needed
+
     rho = float(stats.gamma.isf(d / 2.0, m_))
     return min(math.log1p(eps / (2.0 * rho)), eps / (2.0 * m_))

@@ -80,11 +80,17 @@ from importlib import metadata
 from pathlib import Path
 
 from biasleak.sim import commands
-from biasleak.sim.demo import epsilons, run_demo
 from biasleak.sim.executors import terminate_as_interrupt
 from biasleak.sim.exercise import command as exercise
 
 PLANNED: tuple[str, ...] = ()
+
+
+def _epsilons(text: str) -> list[float]:
+    """``--epsilons`` of the demo (its module, with NumPy, loads only when the demo runs)."""
+    from biasleak.sim.demo import epsilons
+
+    return epsilons(text)
 
 
 def _version() -> str:
@@ -373,7 +379,7 @@ def _demo_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     demo.add_argument("--seed", type=int, default=0, help="seed for the audit draw and the noise")
     demo.add_argument(
         "--epsilons",
-        type=epsilons,
+        type=_epsilons,
         default=[0.1, 1.0, 10.0, 100.0],
         help="comma-separated epsilons (default 0.1,1,10,100)",
     )
@@ -407,6 +413,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(arguments)
     args.argv = arguments  # the command line as given, for "resume with the same command"
     if args.command == "demo":
+        from biasleak.sim.demo import run_demo
+
         return run_demo(args, version=_version())
     if args.command in COMMANDS:
         try:

@@ -293,8 +293,9 @@ def _envelopes(
     rows = c.shape[0]
     var = np.array(
         [
-            0.0 if p.saturated or p.trivial else connect_the_dots(p, p.max_loss / 64.0).variance
-            * (p.max_loss / 64.0) ** 2
+            0.0
+            if p.saturated or p.trivial
+            else connect_the_dots(p, p.max_loss / 64.0).variance * (p.max_loss / 64.0) ** 2
             for p in pairs
         ]
     )

@@ -19,8 +19,6 @@ from fractions import Fraction
 from typing import Final, Literal
 
 import numpy as np
-from dp_accounting.pld import common as pld_common
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from numpy.typing import ArrayLike, NDArray
 from scipy import optimize
 
@@ -83,6 +81,9 @@ def _drv(eps_prime: float, k: int, delta: float) -> float:
 
 
 def _pld_epsilon(eps_prime: float, k: int, delta: float) -> float:
+    from dp_accounting.pld import common as pld_common  # loads when first needed
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
     pld = pld_lib.from_privacy_parameters(
         pld_common.DifferentialPrivacyParameters(eps_prime, 0.0),
         value_discretization_interval=PLD_DISCRETIZATION,

@@ -21,14 +21,18 @@ The command line is ``biasleak exercise`` (:mod:`.command`, with the terminal mo
 
 from __future__ import annotations
 
-from biasleak.sim.exercise.loading import LoadedExercise, load_decisions, load_exercise
-from biasleak.sim.exercise.models import Exercise, schema
-from biasleak.sim.exercise.session import (
-    ExerciseError,
-    ExerciseSession,
-    Pending,
-    run_branches,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from biasleak.sim.exercise.loading import LoadedExercise, load_decisions, load_exercise
+    from biasleak.sim.exercise.models import Exercise, schema
+    from biasleak.sim.exercise.session import (
+        ExerciseError,
+        ExerciseSession,
+        Pending,
+        run_branches,
+    )
 
 __all__ = [
     "Exercise",
@@ -41,3 +45,25 @@ __all__ = [
     "run_branches",
     "schema",
 ]
+
+_HOME = {
+    "LoadedExercise": "loading",
+    "load_decisions": "loading",
+    "load_exercise": "loading",
+    "Exercise": "models",
+    "schema": "models",
+    "ExerciseError": "session",
+    "ExerciseSession": "session",
+    "Pending": "session",
+    "run_branches": "session",
+}
+"""Where each export lives: imported on first use, so that ``biasleak --version`` and the
+command line's parser do not load the simulator (PEP 562)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value
+    return value
