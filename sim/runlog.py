@@ -46,6 +46,7 @@ import json
 import math
 import os
 import weakref
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO, Final
@@ -91,6 +92,24 @@ LOG_LIMIT_BYTES: Final = (
     "(limits.max_log_mb = {mb:g})"
 )
 NO_FREE_NAME: Final = "{count} runs are writing logs named {name} at once; no free name is left"
+
+
+SIDE_FILE_LEVEL = 1
+"""Deflate level of the side file: level 1 writes a run's arrays several times faster than
+NumPy's default (6) for files a few percent larger."""
+
+
+def write_arrays(fh: Any, arrays: dict[str, Any]) -> None:
+    """Write ``arrays`` as an ``.npz`` archive that ``numpy.load`` reads (one ``NAME.npy`` per
+    array, deflated at :data:`SIDE_FILE_LEVEL`), with a fixed timestamp on every member so that
+    the same run writes the same bytes."""
+    with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for name, value in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info._compresslevel = SIDE_FILE_LEVEL  # a member's own level (3.13: compress_level)
+            with z.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
 
 
 class LogLimitExceeded(ValueError):
@@ -375,7 +394,7 @@ class RunLog:
         partial = self.arrays_path.with_name(self.arrays_path.name + ".part")
         try:
             with partial.open("wb") as fh:
-                np.savez_compressed(fh, **self._arrays)
+                write_arrays(fh, self._arrays)
             os.replace(partial, self.arrays_path)
         except BaseException:
             partial.unlink(missing_ok=True)

@@ -394,3 +394,29 @@ def test_read_log_names_the_file_line_of_a_bad_line(tmp_path: Path, bad: str, pr
         list(read_log(path))
     assert caught.value.line == 3
     assert str(caught.value) == f"line 3: {problem}"
+
+
+def test_side_file_is_an_npz_with_the_same_bytes_whatever_the_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+    import time as time_module
+
+    from biasleak.sim.runlog import write_arrays
+
+    arrays = {
+        "estimate/mallory": np.array([1, 0, 1], dtype=np.int8),
+        "exposure/acme/flip/counts": np.arange(12, dtype=np.int32).reshape(3, 4),
+    }
+    first = io.BytesIO()
+    write_arrays(first, arrays)
+    monkeypatch.setattr(time_module, "time", lambda: 2_000_000_000.0)  # another day
+    second = io.BytesIO()
+    write_arrays(second, arrays)
+    assert first.getvalue() == second.getvalue()
+    first.seek(0)
+    with np.load(first) as loaded:
+        assert sorted(loaded.files) == sorted(arrays)
+        for name, value in arrays.items():
+            np.testing.assert_array_equal(loaded[name], value)
+            assert loaded[name].dtype == value.dtype
