@@ -193,6 +193,9 @@ def run_red_team(
         for kind, world in worlds.items():
             summaries[kind] = _run_world(world, run_seed, str(log_dir))
     else:
+        from biasleak.sim.world import warm_fits
+
+        warm_fits(resolved)  # before the first submit forks the workers: they inherit them
         futures = {
             kind: executor.submit(_run_world, world, run_seed, str(log_dir))
             for kind, world in worlds.items()

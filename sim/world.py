@@ -265,6 +265,25 @@ def developer_context(
     )
 
 
+_SHARED_FITS = ("honest_selection",)
+"""Strategy kinds whose fits every world of a red team makes alike (see :func:`warm_fits`)."""
+
+
+def warm_fits(scenario: Scenario) -> None:
+    """Make here the fits that every world of ``scenario`` makes alike: the data, the base
+    model and the proxy (:func:`_prepared`) and the honest developers' candidates (kept per
+    process by :func:`biasleak.agents.models.cached_fit`). Worker processes forked afterwards
+    start with them instead of each fitting them again; nothing else changes."""
+    data_cfg = scenario.data.model_dump(mode="json", exclude_none=True)
+    data_seed = scenario.data.seed if scenario.data.seed is not None else scenario.seed
+    data, h0, _, proxy, _, _ = _prepared(
+        json.dumps(data_cfg, sort_keys=True), data_seed, scenario.model.C
+    )
+    honest = [d for d in scenario.developers if d.strategy.kind in _SHARED_FITS]
+    if honest:
+        _build_developers(scenario.model_copy(update={"developers": honest}), data, h0, proxy)
+
+
 def _build_developers(
     resolved: Scenario, data: Any, h0: NDArray[np.float64], proxy: Any
 ) -> list[tuple[Any, str, Any]]:

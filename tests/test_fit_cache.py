@@ -96,3 +96,16 @@ def test_a_cached_fit_is_matched_by_identity_not_equality() -> None:
         assert cached_fit((a,), "k", compute) == 4
     clear_fit_cache()
     assert cached_fit((a,), "k", compute) == 5
+
+
+def test_warm_fits_makes_the_fits_a_forked_world_would_make(tmp_path: Path) -> None:
+    from biasleak.sim.world import warm_fits
+
+    scenario = load_scenario(ROOT / "scenarios" / "redteam_laplace.yaml")
+    clear_fit_cache()
+    warm_fits(scenario)
+    fitted = fit_cache_counts()
+    run_scenario(scenario, log_dir=tmp_path)  # the run itself fits nothing new
+    after = fit_cache_counts()
+    assert after["fits"] == fitted["fits"]
+    assert after["hits"] > fitted["hits"]
