@@ -102,7 +102,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             red = run_red_team(scenario, seed=args.seed, log_dir=args.log_dir, executor=executor)
     target = getattr(args, "target", None)
     try:
-        audit = _privacy_audit(scenario, args)
+        audit = _privacy_audit(scenario, args, red)
     except (OSError, ValueError) as err:
         return _fail([f"{args.file}: {err}"])
     headline = None if audit is None else audit.headline()
@@ -119,14 +119,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if audit is not None and audit.defects else 0
 
 
-def _privacy_audit(scenario: Any, args: argparse.Namespace) -> Any:
+def _privacy_audit(scenario: Any, args: argparse.Namespace, red: Any = None) -> Any:
     """The privacy audit beside a run's verdict (``--audit``, or the scenario's
-    ``privacy_audit`` block), with the block's trials and canaries; None when neither asks."""
+    ``privacy_audit`` block), with the block's trials and canaries; None when neither asks.
+
+    With a red team's result ``red``, its strongest attacker's first query is audited too,
+    beside the scenario's own attackers' (the attacker as it ran in its world: same identity,
+    same seed, same first query)."""
     block = getattr(scenario, "privacy_audit", None)
     if not getattr(args, "audit", False) and block is None:
         return None
     from biasleak.sim.privacy_audit import DEFAULT_CANARIES, DEFAULT_TRIALS, audit_scenario
 
+    strongest = None if red is None or red.strongest is None else red.strongest.get("kind")
+    if strongest is not None:
+        from biasleak.sim.redteam_plan import plan_attacks
+
+        seed = scenario.seed if args.seed is None else int(args.seed)
+        plans = plan_attacks(scenario.model_copy(update={"seed": seed}), [strongest])
+        taken = {d.id for d in scenario.developers}
+        extra = [p.developer for p in plans if p.developer is not None]
+        extra = [d for d in extra if d.id not in taken]
+        if extra:
+            scenario = scenario.model_copy(update={"developers": [*scenario.developers, *extra]})
     return audit_scenario(
         scenario,
         trials=block.trials if block is not None else DEFAULT_TRIALS,
@@ -190,7 +205,7 @@ def cmd_redteam(args: argparse.Namespace) -> int:
             return _fail(problems)
         with pool("process", workers=args.workers) as executor:
             result = run_red_team(scenario, seed=args.seed, log_dir=args.log_dir, executor=executor)
-        audit = _privacy_audit(scenario, args)
+        audit = _privacy_audit(scenario, args, result)
     except ScenarioError as err:
         return _fail(err.problems)
     except (OSError, ValueError) as err:

@@ -394,6 +394,19 @@ def test_run_and_redteam_quote_the_audit_in_their_verdicts(
     assert main(["redteam", str(path), "--log-dir", logs, "--target", "70"]) == 0
     verdict = capsys.readouterr().out.splitlines()[1]
     assert verdict.startswith("verdict: ") and "the privacy audit from below exceeds" in verdict
+    # the red team's strongest attacker's own first query is audited beside the scenario's
+    both = _scenario(
+        tmp_path,
+        noise,
+        "privacy_audit: {trials: 4000, canaries: 10}\n"
+        "red_team: {attacks: [single_query, compressed_sensing]}",
+    )
+    assert main(["redteam", str(both), "--log-dir", logs, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    labels = [pair["label"] for pair in result["privacy_audit"]["pairs"]]
+    strongest = result["strongest"]["kind"]
+    assert f"{strongest}: flip" in labels and f"{strongest}: swap" in labels
+    assert "mallory: flip" in labels  # the scenario's own attacker still
 
     # an under-noised release: the audit refutes the claims, and no level may be called safe
     real = audit_scenario
