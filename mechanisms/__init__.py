@@ -42,26 +42,67 @@ Neighbouring rule, unless a function says otherwise: two audit sets differ in ON
 protected attribute; features and labels are shared.
 """
 
-from biasleak.mechanisms import accounting, audit, metrics, release, samplers, sensitivity
-from biasleak.mechanisms.accounting import BudgetExceeded, Ledger, LedgerBook
-from biasleak.mechanisms.metrics import (
-    METRICS,
-    absolute_equal_opportunity,
-    absolute_statistical_parity,
-    equal_opportunity,
-    equalized_odds,
-    evaluate,
-    predictive_parity,
-    statistical_parity,
-)
-from biasleak.mechanisms.release import (
-    MECHANISMS,
-    SAMPLERS,
-    Release,
-    attribute_conceal,
-    laplace,
-)
-from biasleak.mechanisms.sensitivity import global_sensitivity, smooth_sensitivity
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from biasleak.mechanisms import accounting, audit, metrics, release, samplers, sensitivity
+    from biasleak.mechanisms.accounting import BudgetExceeded, Ledger, LedgerBook
+    from biasleak.mechanisms.metrics import (
+        METRICS,
+        absolute_equal_opportunity,
+        absolute_statistical_parity,
+        equal_opportunity,
+        equalized_odds,
+        evaluate,
+        predictive_parity,
+        statistical_parity,
+    )
+    from biasleak.mechanisms.release import (
+        MECHANISMS,
+        SAMPLERS,
+        Release,
+        attribute_conceal,
+        laplace,
+    )
+    from biasleak.mechanisms.sensitivity import global_sensitivity, smooth_sensitivity
+
+_HOME = {
+    "BudgetExceeded": "accounting",
+    "Ledger": "accounting",
+    "LedgerBook": "accounting",
+    "METRICS": "metrics",
+    "absolute_equal_opportunity": "metrics",
+    "absolute_statistical_parity": "metrics",
+    "equal_opportunity": "metrics",
+    "equalized_odds": "metrics",
+    "evaluate": "metrics",
+    "predictive_parity": "metrics",
+    "statistical_parity": "metrics",
+    "MECHANISMS": "release",
+    "SAMPLERS": "release",
+    "Release": "release",
+    "attribute_conceal": "release",
+    "laplace": "release",
+    "global_sensitivity": "sensitivity",
+    "smooth_sensitivity": "sensitivity",
+}
+"""Where each export lives: loaded on first use (PEP 562), so that importing one module of the
+package (a scenario file's validation, say) does not load every mechanism and SciPy with it."""
+
+_MODULES = ("accounting", "audit", "metrics", "release", "samplers", "sensitivity")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    elif name in _HOME:
+        value = getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "MECHANISMS",
