@@ -18,6 +18,11 @@ pure functions of the log:
 
 Each detector raises at most one alert per identity per visit, with a short evidence summary; the
 alerts go to the compliance agent, which reacts as the scenario says.
+
+The log holds service requests too (:attr:`~biasleak.agents.querylog.QueryRecord.kind`): the
+detectors read the base model a post-processing request submits like a query's model; a request
+that submits none (the oracle learner's) cannot be read by any detector, and each visit's
+``audit_run`` event counts such requests as ``unread``.
 """
 
 from __future__ import annotations
@@ -210,7 +215,13 @@ class Auditor:
             new, earlier = self.query_log.since(self._seen)
             self._seen += len(new)
             findings = run_detectors(self.detectors, new, earlier, self.settings)
-            self.log.info("audit_run", queries_read=len(new), alerts=len(findings))
+            unread = sum(1 for r in new if r.kind != "query" and r.predictions is None)
+            self.log.info(
+                "audit_run",
+                queries_read=len(new),
+                alerts=len(findings),
+                **({"unread": unread} if unread else {}),
+            )
             for detector, (who, org, evidence) in findings:
                 self.alerts += 1
                 alert = Alert(who, org, detector, evidence, self.recommended_action, self.env.now)

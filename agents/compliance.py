@@ -9,7 +9,10 @@ external auditor may read (submitted models and outcome, never the attribute), a
 
 For an :class:`~biasleak.agents.messages.Alert` from the auditor it applies the scenario's
 reaction: ``log_only``, ``warn`` (a notice to the developer), ``suspend_identity`` or
-``suspend_organization`` (later queries are refused with reason ``suspended``).
+``suspend_organization`` (later requests are refused with reason ``suspended``). What changes
+while the world runs changes through the agent's own methods (:meth:`Compliance.set_policy`,
+:meth:`Compliance.suspend`, :meth:`Compliance.reinstate`, :meth:`Compliance.set_reaction`),
+whether an alert or an exercise's decision asks for it, with the same log events.
 
 For a :class:`~biasleak.agents.messages.ServiceRequest` (a private fair-learning service) it
 spends ``answer_hours`` too, lets its :class:`~biasleak.agents.services.ServiceDesk` check, run and
@@ -21,7 +24,7 @@ charge the service against the same policy state, logs ``service_answered`` (pub
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import numpy as np
@@ -41,7 +44,14 @@ from biasleak.agents.messages import (
 )
 from biasleak.agents.querylog import QueryLog, QueryRecord
 from biasleak.agents.services import ServiceDesk, ServiceSpec
-from biasleak.mechanisms.policy import AuditSet, Policy, PolicyState, Request, decide
+from biasleak.mechanisms.policy import (
+    AuditSet,
+    Policy,
+    PolicyState,
+    Request,
+    carry_ledgers,
+    decide,
+)
 
 __all__ = ["ALERT_REACTIONS", "Compliance", "QueryRecord", "ReleaseRecord"]
 
@@ -296,10 +306,33 @@ class Compliance:
             )
 
     def _serve(self, request: ServiceRequest) -> ServiceResult | Refusal:
+        now = self.env.now
         outcome = self.services.serve(
-            request, policy=self.policy, state=self.state, rng=self._rng, now=self.env.now
+            request, policy=self.policy, state=self.state, rng=self._rng, now=now
         )
         reply = outcome.reply
+        decision = outcome.decision
+        base = request.base_predictions
+        arr = None if base is None else np.asarray(base)
+        readable = arr is not None and arr.dtype.kind in "fiub" and arr.ndim == 1
+        self.query_log.append(
+            QueryRecord(
+                request.query_id,
+                request.sender,
+                request.organization,
+                now,
+                request.service,
+                np.atleast_2d(arr).astype(np.float64)
+                if readable and self.keep_predictions and arr is not None
+                else None,
+                not isinstance(reply, Refusal),
+                reply.reason if isinstance(reply, Refusal) else None,
+                kind="service",
+            )
+        )
+        unchecked = (
+            {"unchecked": list(decision.unchecked)} if decision and decision.unchecked else {}
+        )
         if isinstance(reply, Refusal):
             self.log.info(
                 "service_refused",
@@ -309,8 +342,22 @@ class Compliance:
                 service=request.service,
                 reason=reply.reason,
                 detail=reply.detail,
+                **({"retry_after": reply.retry_after} if reply.retry_after is not None else {}),
             )
             return reply
+        cached: dict[str, Any] = {}
+        first = reply
+        if decision is not None and decision.cached and decision.cached[0]:
+            # an earlier run's result sent again: free, and not run again; when that run was
+            # another identity's, it reaches a new reader, whose ceilings count it
+            origins = decision.internal.get("cache_origins", ())
+            foreign = any(o.identity != request.sender for _, o in origins)
+            cached = {"cached": 1, "foreign": foreign}
+            cached |= {
+                "first_epsilon_charged": first.epsilon_charged,
+                "first_delta_charged": first.delta_charged,
+            }
+            reply = replace(reply, epsilon_charged=0.0, delta_charged=0.0)
         self.log.info(
             "service_answered",
             query_id=request.query_id,
@@ -320,8 +367,23 @@ class Compliance:
             epsilon_charged=reply.epsilon_charged,
             delta_charged=reply.delta_charged,
             disparate_treatment=reply.disparate_treatment,
+            **cached,
+            **unchecked,
             **outcome.public,
         )
+        if cached:
+            if cached["foreign"] and self.on_service is not None:
+                self.on_service(
+                    request.sender,
+                    request.organization,
+                    {
+                        "service": request.service,
+                        "epsilon_charged": first.epsilon_charged,
+                        "delta_charged": first.delta_charged,
+                        **outcome.public,
+                    },
+                )
+            return reply
         if self.on_service is not None:
             self.on_service(
                 request.sender,
@@ -343,6 +405,82 @@ class Compliance:
         )
         return reply
 
+    # what a compliance team (or an exercise's decision) changes while the world runs ----------
+    def set_policy(self, new: Policy, *, cause: str, **facts: Any) -> None:
+        """Put the policy ``new`` in force from now on; the privacy ledgers carry over (what was
+        spent stays spent, against the new totals:
+        :func:`~biasleak.mechanisms.policy.carry_ledgers`). Logs ``policy_changed`` with
+        ``cause`` and ``facts``."""
+        old, self.policy = self.policy, new
+        carry_ledgers(old, new, self.state)
+        self.log.info("policy_changed", cause=cause, **facts)
+
+    def suspend(
+        self,
+        *,
+        identity: str | None = None,
+        organization: str | None = None,
+        detail: str,
+        cause: str | None = None,
+    ) -> None:
+        """Refuse every later request of ``identity`` or of ``organization`` (give one), and
+        tell the developers concerned (``detail``). With a ``cause`` (an exercise's decision),
+        ``suspension_changed`` records it first; an auditor's alert is its own record."""
+        self._suspension("suspend", identity, organization, detail, cause)
+
+    def reinstate(
+        self,
+        *,
+        identity: str | None = None,
+        organization: str | None = None,
+        detail: str,
+        cause: str | None = None,
+    ) -> None:
+        """Lift a suspension (see :meth:`suspend`)."""
+        self._suspension("reinstate", identity, organization, detail, cause)
+
+    def set_reaction(self, reaction: str, *, cause: str | None = None) -> None:
+        """React to later alerts with ``reaction`` (one of :data:`ALERT_REACTIONS`)."""
+        if reaction not in ALERT_REACTIONS:
+            raise ValueError(f"on_alert must be one of {list(ALERT_REACTIONS)}; got {reaction!r}")
+        self.on_alert = reaction
+        if cause is not None:
+            self.log.info("reaction_changed", cause=cause, reaction=reaction)
+
+    def _suspension(
+        self,
+        change: str,
+        identity: str | None,
+        organization: str | None,
+        detail: str,
+        cause: str | None,
+    ) -> None:
+        if (identity is None) == (organization is None):
+            raise ValueError("name either an identity or an organisation to suspend or reinstate")
+        state = self.state
+        pool = state.suspended_identities if identity else state.suspended_organizations
+        target = identity or organization
+        if change == "suspend":
+            pool.add(target)  # type: ignore[arg-type]
+        else:
+            pool.discard(target)  # type: ignore[arg-type]
+        if cause is not None:
+            self.log.info(
+                "suspension_changed",
+                cause=cause,
+                change=change,
+                organization=organization,
+                identity=identity,
+            )
+        recipients = (
+            [identity]
+            if identity is not None
+            else [i for i in sorted(self.inboxes) if self.organizations.get(i) == organization]
+        )
+        kind = "suspended" if change == "suspend" else "reinstated"
+        for recipient in recipients:
+            self._notify(recipient, kind, detail)
+
     def _react(self, alert: Alert) -> None:
         self.log.info(
             "alert_received",
@@ -353,13 +491,12 @@ class Compliance:
             reaction=self.on_alert,
         )
         if self.on_alert == "suspend_identity":
-            self.state.suspended_identities.add(alert.developer)
-            self._notify(alert.developer, "suspended", f"identity suspended: {alert.evidence}")
+            self.suspend(identity=alert.developer, detail=f"identity suspended: {alert.evidence}")
         elif self.on_alert == "suspend_organization":
-            self.state.suspended_organizations.add(alert.organization)
-            for identity in sorted(self.inboxes):
-                if self.organizations.get(identity) == alert.organization:
-                    self._notify(identity, "suspended", f"organisation suspended: {alert.evidence}")
+            self.suspend(
+                organization=alert.organization,
+                detail=f"organisation suspended: {alert.evidence}",
+            )
         elif self.on_alert == "warn":
             self._notify(alert.developer, "warning", alert.evidence)
 

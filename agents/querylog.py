@@ -1,7 +1,8 @@
 """The query log: what the compliance team received, as the external auditor may read it.
 
-The compliance agent appends one :class:`QueryRecord` per query (sender, organisation, time,
-metric, the submitted models and the outcome; never the protected attribute). The auditor is
+The compliance agent appends one :class:`QueryRecord` per request, metric query or service
+request (sender, organisation, time, metric or service, the submitted models and the outcome;
+never the protected attribute). The auditor is
 handed a :class:`QueryLogReader`, a read-only view of the same log, together with the compliance
 mailbox for its alerts; it never holds the compliance agent (whose audit set sits one attribute
 away). The reader offers the records as immutable tuples, so an auditor cannot rewrite history.
@@ -31,6 +32,9 @@ class QueryRecord:
     """Submitted models as a read-only (m, n) array (None when unreadable or not kept)."""
     answered: bool
     reason: str | None
+    kind: str = "query"
+    """The request's kind: ``query``, or ``service`` (``metric`` is then the service's name and
+    ``predictions`` the base model it submitted, None when it submits none)."""
 
 
 class QueryLog:

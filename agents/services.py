@@ -22,23 +22,26 @@ charges its privacy cost.
   reductions learner cannot be split across the two parties. The developer receives the mixture
   of A-blind linear classifiers and each round's noisy diagnostics.
 
-Checks run in a fixed order, and nothing is charged unless the service ran: a suspended
-identity or organisation gets ``suspended``; a service the team does not offer (or a learner off
-its menu) ``service_unavailable``; a submission it cannot read ``invalid``; a request that a
-rate-limit stage has no token for ``rate_limited`` with its ``retry_after`` (a request is one
-model); a cost that some budget stage's ledger cannot afford ``budget_exhausted``. The oracle
+A service request passes the same gate as a metric query
+(:func:`~biasleak.mechanisms.policy.decide`, with request kind ``service``): validation (a
+service the team does not offer, or a learner off its menu, gets ``service_unavailable``; a
+submission it cannot read ``invalid``), suspensions, rate limits (a request is one model), the
+cache (the same request again gets the earlier result, free), the refuse rules (they read the
+base model sent for post-processing; the oracle learner's request carries no model, and its
+decision says the rules went unchecked), every budget stage's ledger, and then, in place of the
+noise stage, the service's own run; nothing is charged unless the service ran. The oracle
 learner's noise is calibrated to a public lower bound on every (group, label) cell
 (``min_cell_size``); an audit set whose smallest cell is below it is refused with
 ``service_unavailable`` (that one bit depends on A, and the detail says so), and so is a
 configuration the mechanism cannot run (an epsilon too large for the release grid), with the
-mechanism's own message. Refuse rules, which read a query's models, and the external auditor,
-which reads the query log, do not see service requests.
+mechanism's own message. The compliance agent logs the request in the query log the external
+auditor reads, like a query.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Final
 
 import numpy as np
@@ -48,7 +51,16 @@ from biasleak.agents.messages import Refusal, ServiceRequest, ServiceResult
 from biasleak.mechanisms.fair import dp_postprocess, run_oracle_learner
 from biasleak.mechanisms.fair.oracle import CellTooSmall
 from biasleak.mechanisms.fair.postprocessing import count_table
-from biasleak.mechanisms.policy import Policy, PolicyState
+from biasleak.mechanisms.policy import (
+    AuditSet,
+    Decision,
+    Pending,
+    Policy,
+    PolicyState,
+    Refused,
+    Request,
+    decide,
+)
 
 __all__ = [
     "LEARNERS",
@@ -77,27 +89,7 @@ TOO_SMALL: Final = (
     "the audit set has a (group, label) cell smaller than the service's public bound "
     "min_cell_size = {bound} (this refusal depends on the attribute)"
 )
-OVER_BUDGET: Final = "{what} exceeds the {scope} budget: spent {spent:g} of {total:g}"
 CANNOT_RUN: Final = "{service} cannot run with this configuration: {error}"
-
-
-@dataclass(frozen=True)
-class _Sender:
-    """Who sent a request, as a rate-limit stage reads it."""
-
-    identity: str
-    organization: str | None
-
-
-@dataclass
-class _Ticket:
-    """A service request as the rate-limit stage sees a query: one model, its sender, the time."""
-
-    request: _Sender
-    state: PolicyState
-    now: float
-    h: NDArray[np.float64] = field(default_factory=lambda: np.zeros((1, 0)))
-    scratch: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -161,6 +153,9 @@ class ServiceOutcome:
     """Facts for the ``service_answered`` event (public)."""
     internal: dict[str, Any] = field(default_factory=dict)
     """Facts for the ``service_internal`` event (depend on A: never sent to a developer)."""
+    decision: Decision | None = None
+    """The gate's decision (cache hits, stages that went unchecked, the cached result's
+    origin); None only for an outcome not yet through the gate."""
 
 
 class ServiceDesk:
@@ -179,8 +174,9 @@ class ServiceDesk:
             raise ValueError(f"each service may be offered once; received {kinds}")
         self.services: dict[str, ServiceSpec] = {s.kind: s for s in services}
         """Offered services by kind."""
-        self._a = np.asarray(protected).astype(np.int64)
-        self._y = np.asarray(labels).astype(np.int64)
+        self._audit = AuditSet(np.asarray(protected, dtype=bool), np.asarray(labels, dtype=bool))
+        self._a = self._audit.protected.astype(np.int64)
+        self._y = self._audit.labels.astype(np.int64)
         self._x = None if features is None else np.asarray(features, dtype=np.float64)
 
     def serve(
@@ -192,62 +188,36 @@ class ServiceDesk:
         rng: np.random.Generator,
         now: float,
     ) -> ServiceOutcome:
-        """Check, run and charge one request (module docstring for the order of the checks)."""
-        refused = self._check(request, state)
-        if refused is not None:
-            return ServiceOutcome(Refusal(request.query_id, *refused, None, now))
-        spec = self.services[request.service]
-        ticket = _Ticket(_Sender(request.sender, request.organization), state, now)
-        limits = policy.of_kind("rate_limit")
-        if limits:
-            limited = type(limits[0]).check(limits, ticket)
-            if limited is not None:
-                return ServiceOutcome(
-                    Refusal(
-                        request.query_id, limited.reason, limited.detail, limited.retry_after, now
-                    )
-                )
-        eps, delta = spec.cost
-        ledgers = []
-        for index, budget in enumerate(policy.of_kind("budget")):
-            book = state.ledger_book(index, budget)
-            ledger = book.ledger(identity=request.sender, organization=request.organization)
-            if not ledger.can_afford(eps, delta):
-                what = f"epsilon {eps:g}" + (f", delta {delta:g}" if delta else "")
-                detail = OVER_BUDGET.format(
-                    what=what, scope=budget.scope, spent=ledger.spent, total=budget.epsilon
-                )
-                return ServiceOutcome(
-                    Refusal(request.query_id, "budget_exhausted", detail, None, now)
-                )
-            ledgers.append(ledger)
-        try:
-            if isinstance(spec, PostProcessingService):
-                outcome = self._postprocess(request, spec, rng, now)
-            else:
-                outcome = self._oracle(request, spec, rng, now)
-        except CellTooSmall:  # the audit set breaks the public cell bound
-            detail = TOO_SMALL.format(bound=getattr(spec, "min_cell_size", None))
-            return ServiceOutcome(
-                Refusal(request.query_id, "service_unavailable", detail, None, now)
+        """Pass one request through the policy's gate, which runs the service last."""
+        run = _Run(self, request, rng, now)
+        gated = Request(
+            request.query_id,
+            request.sender,
+            request.organization,
+            request.service,
+            request.base_predictions,
+            kind="service",
+            service=run,
+        )
+        decision = decide(policy, gated, self._audit, state, now=now, rng=rng)
+        if not decision.answered:
+            refusal = Refusal(
+                request.query_id,
+                decision.reason or "invalid",
+                decision.detail,
+                decision.retry_after,
+                now,
             )
-        except ValueError as err:  # e.g. an epsilon too large for the release grid
-            detail = CANNOT_RUN.format(service=spec.kind, error=err)
-            return ServiceOutcome(
-                Refusal(request.query_id, "service_unavailable", detail, None, now)
-            )
-        if limits:
-            type(limits[0]).commit(limits, ticket)
-        for ledger in ledgers:
-            ledger.charge(eps, delta)
-        return outcome
+            return ServiceOutcome(refusal, decision=decision)
+        outcome: ServiceOutcome = decision.result
+        if decision.cached and decision.cached[0]:  # an earlier run's result, sent again
+            reply = replace(outcome.reply, query_id=request.query_id, answered_at=now)
+            outcome = replace(outcome, reply=reply)
+        return replace(outcome, decision=decision)
 
-    def _check(self, request: ServiceRequest, state: PolicyState) -> tuple[str, str] | None:
-        """(reason, detail) of a refusal, or None when the request may be served."""
-        if request.sender in state.suspended_identities:
-            return "suspended", f"identity {request.sender!r} is suspended"
-        if request.organization in state.suspended_organizations:
-            return "suspended", f"organisation {request.organization!r} is suspended"
+    def check(self, request: ServiceRequest) -> tuple[str, str] | None:
+        """(reason, detail) of a refusal of what the request submits, or None when the desk can
+        serve it (the always-on validation of a service request)."""
         spec = self.services.get(request.service)
         if spec is None:
             detail = NOT_OFFERED.format(service=request.service, offered=list(self.services))
@@ -271,6 +241,22 @@ class ServiceDesk:
             received = "nothing" if arr is None else f"shape {arr.shape}, dtype {arr.dtype}"
             return "invalid", BAD_BASE.format(n=self._a.size, received=received)
         return None
+
+    def run(
+        self, request: ServiceRequest, rng: np.random.Generator, now: float
+    ) -> ServiceOutcome | Refused:
+        """Run an admitted request's service (a refusal when the audit set or the
+        configuration keeps it from running)."""
+        spec = self.services[request.service]
+        try:
+            if isinstance(spec, PostProcessingService):
+                return self._postprocess(request, spec, rng, now)
+            return self._oracle(request, spec, rng, now)
+        except CellTooSmall:  # the audit set breaks the public cell bound
+            detail = TOO_SMALL.format(bound=getattr(spec, "min_cell_size", None))
+            return Refused("service_unavailable", detail)
+        except ValueError as err:  # e.g. an epsilon too large for the release grid
+            return Refused("service_unavailable", CANNOT_RUN.format(service=spec.kind, error=err))
 
     def _postprocess(
         self,
@@ -351,3 +337,35 @@ class ServiceDesk:
         np.add.at(counts, (self._a, self._y), 1)
         internal = {"cell_counts": counts}
         return ServiceOutcome(reply, public, internal)
+
+
+@dataclass(eq=False)
+class _Run:
+    """One service request as the gate's release sees it (a
+    :class:`~biasleak.mechanisms.policy.ServiceRun`): its cost, its admission, its run."""
+
+    desk: ServiceDesk
+    request: ServiceRequest
+    rng: np.random.Generator
+    now: float
+
+    @property
+    def cost(self) -> tuple[float, float]:
+        spec = self.desk.services.get(self.request.service)
+        return spec.cost if spec is not None else (0.0, 0.0)
+
+    def admit(self, q: Pending) -> Refused | None:
+        refused = self.desk.check(self.request)
+        if refused is not None:
+            return Refused(*refused)
+        base = self.request.base_predictions
+        if base is not None and self.request.service == PostProcessingService.kind:
+            q.h = np.asarray(base, dtype=np.float64).reshape(1, -1)
+        return None
+
+    def run(self, q: Pending) -> Refused | None:
+        outcome = self.desk.run(self.request, self.rng, self.now)
+        if isinstance(outcome, Refused):
+            return outcome
+        q.result = outcome
+        return None

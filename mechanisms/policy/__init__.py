@@ -1,8 +1,12 @@
-"""Answering policies: the compliance team's decision for one query, as a pure function.
+"""Answering policies: the compliance team's decision for one request, as a pure function.
 
-A policy is the set of metrics it answers and a set of stages. Whatever order a scenario lists
-them in, they run in the order a careful compliance team would apply them, so that nothing is
-charged for a query that is then refused and nothing is answered before it is checked:
+Every release passes this one gate: a metric query, or a service request (a private
+fair-learning service, which the compliance side's service desk runs in place of the noise
+stage). A policy is the set of metrics it answers and a set of stages; each stage applies to
+every kind of request unless it says otherwise (only the noise stage does). Whatever order a
+scenario lists them in, they run in the order a careful compliance team would apply them, so
+that nothing is charged for a request that is then refused and nothing is answered before it is
+checked:
 
 1. **validate** (always): the metric is allowed; predictions are numbers in [0, 1], finite, of
    shape (n,) or (m, n) with n the audit set size; at most ``max_models`` models.
@@ -14,7 +18,7 @@ charged for a query that is then refused and nothing is answered before it is ch
 5. **refuse rules** (:mod:`.refuse_rules`): ``min_support`` and ``near_duplicate``.
 6. **budget** (:mod:`.budget`): every budget stage's ledger must afford the release.
 7. **noise** (:mod:`.noise`): the exact metric, noise and output bounding (exact answers without
-   a noise stage).
+   a noise stage); for a service request, the service's own run instead.
 8. then every stage records what the answer spends: charge, tokens, cache store, history.
 
 A refused query is charged nothing and leaves the cache and budgets unchanged (a rate-limit
@@ -23,8 +27,8 @@ randomness as a :class:`numpy.random.Generator`; all mutable state lives in a
 :class:`PolicyState` the caller owns. The protected attribute and labels come in as an
 :class:`AuditSet` held by the compliance side only.
 
-Stages are frozen pydantic models, registered in :data:`STAGES` (:mod:`.registry`); the same
-models validate scenario files. Building a policy in Python::
+Stages are frozen pydantic models, gathered into :data:`STAGES` (:mod:`.registry`) from the
+package's modules; the same models validate scenario files. Building a policy in Python::
 
     from biasleak.mechanisms.policy import Budget, Noise, Policy, RateLimit
     policy = Policy(stages=(RateLimit(per_day=100), Budget(epsilon=10.0),
@@ -33,14 +37,16 @@ models validate scenario files. Building a policy in Python::
 
 from biasleak.mechanisms.policy._stage import Pending, Refused, StageConfig
 from biasleak.mechanisms.policy._state import (
+    REQUEST_KINDS,
     AuditSet,
     CacheOrigin,
     Decision,
     ModelHistory,
     PolicyState,
     Request,
+    ServiceRun,
 )
-from biasleak.mechanisms.policy.budget import Budget
+from biasleak.mechanisms.policy.budget import Budget, carry_ledgers
 from biasleak.mechanisms.policy.cache import Cache, model_digest
 from biasleak.mechanisms.policy.decide import Policy, decide
 from biasleak.mechanisms.policy.noise import Noise
@@ -51,6 +57,7 @@ from biasleak.mechanisms.policy.registry import REFUSAL_REASONS, STAGES, Stage
 __all__ = [
     "HOURS_PER_DAY",
     "REFUSAL_REASONS",
+    "REQUEST_KINDS",
     "STAGES",
     "AuditSet",
     "Budget",
@@ -67,8 +74,10 @@ __all__ = [
     "RateLimit",
     "Refused",
     "Request",
+    "ServiceRun",
     "Stage",
     "StageConfig",
+    "carry_ledgers",
     "decide",
     "model_digest",
 ]

@@ -2,8 +2,9 @@
 
 A stage is a frozen pydantic model: its fields are its configuration (the same model validates a
 scenario file's ``policy:`` entry and builds the policy in Python), its class attributes say where
-it runs in the pipeline (:attr:`StageConfig.ORDER`), whether a policy may hold several
-(:attr:`StageConfig.REPEATABLE`) and which refusal codes it can give
+it runs in the pipeline (:attr:`StageConfig.ORDER`), which kinds of request it applies to
+(:attr:`StageConfig.KINDS`: every kind unless it says otherwise), whether a policy may hold
+several (:attr:`StageConfig.REPEATABLE`) and which refusal codes it can give
 (:attr:`StageConfig.REFUSALS`). Its behaviour is two class methods over every stage of its kind
 in the policy, so that kinds with several instances (rate limits, budgets) decide together:
 
@@ -24,7 +25,13 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict
 
-from biasleak.mechanisms.policy._state import AuditSet, Decision, PolicyState, Request
+from biasleak.mechanisms.policy._state import (
+    REQUEST_KINDS,
+    AuditSet,
+    Decision,
+    PolicyState,
+    Request,
+)
 
 if TYPE_CHECKING:
     from biasleak.mechanisms.policy.decide import Policy
@@ -39,6 +46,11 @@ class StageConfig(BaseModel):
 
     ORDER: ClassVar[int]
     """Position in the pipeline; stages run in increasing order whatever order they are listed."""
+    KINDS: ClassVar[tuple[str, ...]] = REQUEST_KINDS
+    """The kinds of request (:data:`~biasleak.mechanisms.policy.REQUEST_KINDS`) this stage
+    applies to: every kind by default, so that a new stage guards services as well as queries.
+    A stage that applies to a kind but finds nothing to read in a request (no submitted model)
+    says so with :meth:`Pending.cannot_read` rather than passing it in silence."""
     REPEATABLE: ClassVar[bool] = False
     """Whether a policy may hold several stages of this kind."""
     REFUSALS: ClassVar[dict[str, str]] = {}
@@ -105,11 +117,29 @@ class Pending:
     """Exact values, noise scale, sensitivity: for the compliance side's log only."""
     scratch: dict[str, Any] = field(default_factory=dict)
     """What a stage's check hands to its own commit (keyed by stage kind)."""
+    result: Any = None
+    """A service request's outcome (filled by its run, or by the cache)."""
+    unchecked: list[str] = field(default_factory=list)
+    """Stages that found nothing to read in this request (see :meth:`cannot_read`)."""
+
+    @property
+    def kind(self) -> str:
+        """The request's kind (:data:`~biasleak.mechanisms.policy.REQUEST_KINDS`)."""
+        return self.request.kind
 
     @property
     def h_new(self) -> NDArray[np.float64]:
-        """The models that need a release (not served from the cache)."""
+        """The submitted models that need a release (not served from the cache); none for a
+        service request that submits no model."""
+        if self.h.shape[0] != len(self.cached):
+            return self.h[:0]
         return self.h[self.new_rows]
+
+    def cannot_read(self, stage: str) -> None:
+        """Record that ``stage`` applies to this request but it carries nothing the stage
+        reads (it passes, and the log says it went unchecked)."""
+        if self.m_new and stage not in self.unchecked:
+            self.unchecked.append(stage)
 
     @property
     def m_new(self) -> int:
@@ -117,10 +147,14 @@ class Pending:
 
     @property
     def cost(self) -> tuple[float, float]:
-        """(epsilon, delta) the release of the new models costs under the policy's noise."""
-        noise = self.policy.noise
+        """(epsilon, delta) the release of the new models costs: under the policy's noise for a
+        query, the service's own cost for a service request (nothing when served from the
+        cache)."""
         if self.m_new == 0:
             return 0.0, 0.0
+        if self.request.service is not None:
+            return self.request.service.cost
+        noise = self.policy.noise
         if noise.exact:
             return math.inf, 0.0
         if noise.per == "model":
@@ -151,4 +185,6 @@ class Pending:
             sampler=self.sampler,
             models=self.models,
             internal=self.internal,
+            result=self.result,
+            unchecked=tuple(self.unchecked),
         )

@@ -14,18 +14,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from biasleak.mechanisms._validation import as_binary
 from biasleak.mechanisms.accounting import LedgerBook
+from biasleak.mechanisms.metrics import ON_POSITIVES
 
 if TYPE_CHECKING:
+    from biasleak.mechanisms.policy._stage import Pending, Refused
     from biasleak.mechanisms.policy.budget import Budget
 
-__all__ = ["AuditSet", "Decision", "ModelHistory", "PolicyState", "Request"]
+__all__ = ["REQUEST_KINDS", "AuditSet", "Decision", "ModelHistory", "PolicyState", "Request"]
+
+REQUEST_KINDS: Final[tuple[str, ...]] = ("query", "service")
+"""What a release can be asked for: ``query`` (fairness metrics of submitted models) or
+``service`` (a private fair-learning service run on the audit set). Every request, whatever its
+kind, passes the same pipeline; a stage says which kinds it applies to
+(:attr:`~biasleak.mechanisms.policy.StageConfig.KINDS`)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,22 +64,52 @@ class AuditSet:
 
     def group_sizes(self, metric: str) -> tuple[int, int]:
         """(N1, N0), or (N11, N10) among y = 1 for the EO metrics (computed once per set)."""
-        return self._sizes[metric in ("eo", "abs_eo")]
+        return self._sizes[metric in ON_POSITIVES]
+
+
+class ServiceRun(Protocol):
+    """What ends the pipeline of a ``service`` request in place of the noise stage.
+
+    The compliance side's service desk builds one per request (it holds the attribute; the
+    policy does not know what a service computes). :meth:`admit` reads the submission (the
+    always-on validation of a service request), :meth:`run` runs the service once every stage
+    has passed it; both return a refusal or ``None``, and neither may touch the policy state.
+    """
+
+    @property
+    def cost(self) -> tuple[float, float]:
+        """(epsilon, delta) one run costs."""
+        ...
+
+    def admit(self, q: Pending) -> Refused | None:
+        """Read the submission: set ``q.h`` to the models it carries, shape (k, n), k = 0 or 1
+        (the oracle learner's request carries none); refuse a request that cannot be served."""
+        ...
+
+    def run(self, q: Pending) -> Refused | None:
+        """Run the service; put what the developer receives (and what to log) in ``q.result``."""
+        ...
 
 
 @dataclass(frozen=True, eq=False)
 class Request:
-    """One query as the policy sees it."""
+    """One request as the policy sees it: a metric query, or a service request."""
 
     query_id: str
     identity: str
     organization: str
     metric: str
+    """The metric asked for; for a service request, the service's name."""
     predictions: Any
-    """As sent: validated by :func:`~biasleak.mechanisms.policy.decide`."""
+    """As sent: validated by :func:`~biasleak.mechanisms.policy.decide` (the service's own
+    submission for a service request)."""
     digests: tuple[bytes, ...] | None = None
     """Per-model digests (:func:`~biasleak.mechanisms.policy.model_digest` of each float64 row)
     when the caller already has them; the cache computes them otherwise."""
+    kind: str = "query"
+    """One of :data:`REQUEST_KINDS`."""
+    service: ServiceRun | None = None
+    """For a ``service`` request: what runs it (the end of its pipeline)."""
 
 
 class ModelHistory:
@@ -130,8 +168,9 @@ class PolicyState:
     """Rate-limit buckets: key -> (tokens, time of last refill)."""
     ledgers: dict[int, LedgerBook] = field(default_factory=dict)
     """One ledger book per budget stage (by position among the budget stages)."""
-    cache: dict[tuple[str, bytes], NDArray[np.float64]] = field(default_factory=dict)
-    """(metric, model digest) -> released value."""
+    cache: dict[tuple[str, bytes], Any] = field(default_factory=dict)
+    """(metric, model digest) -> released value (for a service: (service, request digest) ->
+    its result)."""
     cache_origin: dict[tuple[str, bytes], CacheOrigin] = field(default_factory=dict)
     """(metric, model digest) -> who the value was first released to, and how."""
     history: dict[str, ModelHistory] = field(default_factory=dict)
@@ -168,6 +207,11 @@ class Decision:
     detail: str = ""
     retry_after: float | None = None
     models: int = 0
-    """Number of models in the query (1 for an unreadable one)."""
+    """Number of models in the query (1 for an unreadable one, and for a service request)."""
     internal: dict[str, Any] = field(default_factory=dict)
     """Exact values, noise scale, sensitivity: compliance-side log only."""
+    result: Any = None
+    """For an answered service request: what its run produced (the service desk's outcome)."""
+    unchecked: tuple[str, ...] = ()
+    """Stages that apply to the request's kind but found nothing to read in it (the refuse
+    rules on a service request that submits no model): said in the log, never silent."""

@@ -7,6 +7,10 @@ attacker average it away). Only the models not in the cache go on to the refuse 
 budget and the release; the cache is filled after the release, with each value's origin (who it
 was first released to, and how: :class:`~biasleak.mechanisms.policy.CacheOrigin`), so that the
 ceilings of an identity served another's cached value count that release for it too.
+
+A service request is cached the same way, by the digest of everything it submits (service,
+learner, base model): sent again, it gets the earlier run's result, free, rather than a fresh
+run whose noise could be averaged away.
 """
 
 from __future__ import annotations
@@ -34,8 +38,10 @@ class Cache(StageConfig):
     def check(cls, stages: Sequence[Cache], q: Pending) -> Refused | None:
         metric = q.request.metric
         given = q.request.digests
-        if given is not None and len(given) == q.h.shape[0]:
+        if given is not None and len(given) == len(q.cached):
             digests = list(given)
+        elif q.kind == "service":  # one release: everything it submits
+            digests = [model_digest(q.h.ravel())]
         else:
             digests = [model_digest(row) for row in q.h]
         q.cached = [(metric, d) in q.state.cache for d in digests]
@@ -52,6 +58,24 @@ class Cache(StageConfig):
     @classmethod
     def commit(cls, stages: Sequence[Cache], q: Pending) -> None:
         metric, cache, digests = q.request.metric, q.state.cache, q.scratch["cache"]
+        if q.kind == "service":
+            key = (metric, digests[0])
+            if q.cached[0]:
+                q.result = cache[key]
+                return
+            eps, delta = q.cost
+            cache[key] = q.result
+            q.state.cache_origin[key] = CacheOrigin(
+                q.request.identity,
+                q.request.organization,
+                metric,
+                eps,
+                delta,
+                "raw",
+                "service",
+                0.0,
+            )
+            return
         if q.values is None:  # every model was served from the cache
             q.values = np.stack([cache[(metric, d)] for d in digests]).astype(np.float64)
             return

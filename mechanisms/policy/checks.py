@@ -1,11 +1,13 @@
-"""The checks every policy runs first, whatever its stages: a readable query, then suspensions.
+"""The checks every policy runs first, whatever its stages: a readable request, then suspensions.
 
-**validate**: the metric is one the policy answers; predictions are numbers in [0, 1], finite,
-of shape (n,) or (m, n) with n the audit-set size; at most ``max_models`` models. A query the
-policy cannot read is refused with ``invalid`` (or ``metric_not_allowed`` for a well-formed query
-of a metric the policy does not answer, so that a strategy can switch metric without parsing
-prose). **suspended?**: identities and organisations suspended after an auditor's alert are
-refused with ``suspended``.
+**validate**: for a query, the metric is one the policy answers; predictions are numbers in
+[0, 1], finite, of shape (n,) or (m, n) with n the audit-set size; at most ``max_models`` models.
+A query the policy cannot read is refused with ``invalid`` (or ``metric_not_allowed`` for a
+well-formed query of a metric the policy does not answer, so that a strategy can switch metric
+without parsing prose). A service request is one release; its service reads its submission
+(:meth:`~biasleak.mechanisms.policy.ServiceRun.admit`: ``invalid`` for one it cannot read,
+``service_unavailable`` for a service not offered). **suspended?**: identities and organisations
+suspended after an auditor's alert are refused with ``suspended``, whatever they ask for.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 
 from biasleak.mechanisms._validation import as_predictions
 from biasleak.mechanisms.policy._stage import Pending, Refused
+from biasleak.mechanisms.policy._state import REQUEST_KINDS
 
 __all__ = ["REFUSALS", "suspension", "validate"]
 
@@ -37,11 +40,15 @@ WRONG_N: Final = (
     "predictions must have one value per audit-set person, n = {n}; received {received}"
 )
 TOO_MANY: Final = "a query may hold at most {most} models; received {m}"
+UNKNOWN_KIND: Final = "a request is one of {kinds}; received kind {kind!r}"
+NO_RUN: Final = "a service request must come with the service that runs it"
 
 
 def validate(q: Pending) -> Refused | None:
-    """Read the predictions into ``q.h`` (shape (m, n)) or refuse the query."""
+    """Read the predictions into ``q.h`` (shape (m, n)) or refuse the request."""
     request, policy = q.request, q.policy
+    if request.kind != "query":
+        return _admit_service(q)
     try:
         raw = np.asarray(request.predictions)
     except Exception:  # ragged nested lists, or an object whose conversion fails in any way
@@ -64,6 +71,23 @@ def validate(q: Pending) -> Refused | None:
     q.h = h
     q.cached = [False] * m
     q.new_rows = list(range(m))
+    return None
+
+
+def _admit_service(q: Pending) -> Refused | None:
+    """A service request is one release: its service reads the submission."""
+    request = q.request
+    if request.kind not in REQUEST_KINDS:
+        return Refused("invalid", UNKNOWN_KIND.format(kinds=list(REQUEST_KINDS), kind=request.kind))
+    if request.service is None:
+        return Refused("invalid", NO_RUN)
+    q.models = 1
+    q.h = np.zeros((0, q.audit.n))
+    refused = request.service.admit(q)
+    if refused is not None:
+        return refused
+    q.cached = [False]
+    q.new_rows = [0]
     return None
 
 

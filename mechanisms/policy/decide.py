@@ -1,10 +1,14 @@
-"""A policy and its decision for one query: a short loop over the stages of the registry.
+"""A policy and its decision for one request: a short loop over the stages of the registry.
 
-Whatever order a scenario lists the stages in, they run in the order a careful compliance team
-would apply them (each stage's :attr:`~biasleak.mechanisms.policy.StageConfig.ORDER`): the
-always-on checks (validate, suspended?), then rate limits, the cache lookup, the refuse rules,
-the budget check and the release; nothing is charged for a query that is then refused and nothing
-is answered before it is checked. Once every stage has passed the query, each records what the
+Every release passes this one gate: a metric query, or a service request (a private
+fair-learning service run on the audit set). Whatever order a scenario lists the stages in, they
+run in the order a careful compliance team would apply them (each stage's
+:attr:`~biasleak.mechanisms.policy.StageConfig.ORDER`): the always-on checks (validate,
+suspended?), then rate limits, the cache lookup, the refuse rules, the budget check and the
+release, which is the noise stage for a query and the service's own run for a service request.
+A stage applies to the kinds it declares (:attr:`~biasleak.mechanisms.policy.StageConfig.KINDS`,
+every kind by default). Nothing is charged for a request that is then refused and nothing is
+released before it is checked. Once every stage has passed the request, each records what the
 answer spends (tokens, budget, cache entries, history), again in pipeline order.
 """
 
@@ -14,22 +18,51 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import groupby
-from typing import Any, Final
+from typing import Any, ClassVar, Final, Literal
 
 import numpy as np
 
 from biasleak.mechanisms import metrics
 from biasleak.mechanisms._validation import check_choice, check_int
 from biasleak.mechanisms.policy import checks
-from biasleak.mechanisms.policy._stage import Pending, StageConfig
-from biasleak.mechanisms.policy._state import AuditSet, Decision, PolicyState, Request
+from biasleak.mechanisms.policy._stage import Pending, Refused, StageConfig
+from biasleak.mechanisms.policy._state import (
+    REQUEST_KINDS,
+    AuditSet,
+    Decision,
+    PolicyState,
+    Request,
+)
 from biasleak.mechanisms.policy.noise import Noise
 from biasleak.mechanisms.sensitivity import SENSITIVITY_METRICS
 
-__all__ = ["Policy", "decide"]
+__all__ = ["Policy", "ServiceRelease", "decide"]
+
+
+class ServiceRelease(StageConfig):
+    """The release of a service request: the service's own run (in place of the noise stage).
+
+    Not configurable (every policy has it, as every policy has a release for queries): a
+    service served from the cache does not run again.
+    """
+
+    ORDER: ClassVar[int] = Noise.ORDER
+    KINDS: ClassVar[tuple[str, ...]] = ("service",)
+
+    kind: Literal["service_release"] = "service_release"
+
+    @classmethod
+    def check(cls, stages: Any, q: Pending) -> Refused | None:
+        service = q.request.service
+        if not q.m_new or service is None:  # served from the cache (or refused by validate)
+            return None
+        return service.run(q)
+
 
 EXACT: Final = Noise(mechanism="exact")
 """The release of a policy without a noise stage."""
+SERVICE_RELEASE: Final = ServiceRelease()
+"""The release of every service request."""
 REPEATED: Final = "policy may hold at most one {kind!r} stage; found {count}"
 NO_SENSITIVITY: Final = (
     "metrics {bad} cannot be answered with noise (no sensitivity in biasleak); with a noise "
@@ -41,7 +74,7 @@ NO_SENSITIVITY: Final = (
 class Policy:
     """A compliance policy: the metrics it answers, its stages and the largest batch."""
 
-    metrics: tuple[str, ...] = ("sp", "abs_sp", "eo", "abs_eo")
+    metrics: tuple[str, ...] = metrics.NOISY_METRICS
     """Metrics developers may ask for."""
     stages: tuple[StageConfig, ...] = ()
     """Configured stages, in any order (they run in pipeline order)."""
@@ -76,10 +109,25 @@ class Policy:
             yield kind, list(group)
 
     @cached_property
+    def pipelines(self) -> dict[str, list[tuple[str, list[Any]]]]:
+        """Request kind -> (stage kind, stages of that kind) in the order they run for it: the
+        stages that apply to it, always ending with a release (the noise stage, or exact
+        answers, for queries; the service's run for services)."""
+        releases = {
+            "query": () if self.has("noise") else (EXACT,),
+            "service": (SERVICE_RELEASE,),
+        }
+        out = {}
+        for request_kind in REQUEST_KINDS:
+            every = (*self.stages, *releases[request_kind])
+            applying = tuple(s for s in every if request_kind in type(s).KINDS)
+            out[request_kind] = list(self._groups(applying))
+        return out
+
+    @property
     def pipeline(self) -> list[tuple[str, list[Any]]]:
-        """(kind, stages of that kind) in the order they run; always ends with a release."""
-        stages = self.stages if self.has("noise") else (*self.stages, EXACT)
-        return list(self._groups(stages))
+        """The pipeline of a metric query (see :attr:`pipelines`)."""
+        return self.pipelines["query"]
 
     def has(self, kind: str) -> bool:
         """Whether the policy holds a stage of ``kind``."""
@@ -105,18 +153,19 @@ def decide(
     now: float,
     rng: np.random.Generator,
 ) -> Decision:
-    """Decide one query: answer it (and update ``state``) or refuse it (state unchanged).
+    """Decide one request: answer it (and update ``state``) or refuse it (state unchanged).
 
-    Runs the always-on checks (:mod:`~biasleak.mechanisms.policy.checks`), then every stage's
-    ``check`` in pipeline order; the first refusal ends the query. When all pass, every stage's
-    ``commit`` records what the answer spends. Randomness is drawn only by the release, from
-    ``rng``; time comes in as ``now`` (simulated hours).
+    Runs the always-on checks (:mod:`~biasleak.mechanisms.policy.checks`), then the ``check``
+    of every stage that applies to the request's kind, in pipeline order; the first refusal ends
+    the request. When all pass, every such stage's ``commit`` records what the answer spends.
+    Randomness is drawn only by the release, from ``rng``; time comes in as ``now`` (simulated
+    hours).
     """
     q = Pending(policy, request, audit, state, now, rng)
     refused = checks.validate(q) or checks.suspension(q)
     if refused is not None:
         return q.decision(refused)
-    pipeline = policy.pipeline
+    pipeline = policy.pipelines[request.kind]
     for _, stages in pipeline:
         refused = type(stages[0]).check(stages, q)
         if refused is not None:

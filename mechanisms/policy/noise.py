@@ -71,6 +71,8 @@ class Noise(StageConfig):
     """How answers are released: a mechanism from :mod:`biasleak.mechanisms.release`."""
 
     ORDER: ClassVar[int] = 80
+    KINDS: ClassVar[tuple[str, ...]] = ("query",)
+    """A service request is released by its own run (its own noise), not by this stage."""
 
     kind: Literal["noise"] = "noise"
     mechanism: Literal[MECHANISMS]  # type: ignore[valid-type]

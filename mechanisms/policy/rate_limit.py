@@ -1,10 +1,10 @@
 """Rate limits: a token bucket per identity or organisation, in models per simulated day.
 
 A bucket holds ``per_day`` tokens and refills continuously at ``per_day / 24`` tokens per
-simulated hour; a query needs one token per model. Every limit is checked before any is spent,
-and tokens are spent only by answered queries. A refused query carries ``retry_after``: the time
-at which every limit it hit has refilled enough. A query larger than a bucket can never fit and
-is refused without a retry time (split it).
+simulated hour; a query needs one token per model, a service request one token. Every limit is
+checked before any is spent, and tokens are spent only by answered requests. A refused request
+carries ``retry_after``: the time at which every limit it hit has refilled enough. A query
+larger than a bucket can never fit and is refused without a retry time (split it).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class RateLimit(StageConfig):
 
     @classmethod
     def check(cls, stages: Sequence[RateLimit], q: Pending) -> Refused | None:
-        m = q.h.shape[0]
+        m = q.models
         for limit in stages:
             if m > limit.per_day:
                 detail = NEVER_FITS.format(m=m, per_day=limit.per_day, scope=limit.scope)
@@ -71,6 +71,6 @@ class RateLimit(StageConfig):
 
     @classmethod
     def commit(cls, stages: Sequence[RateLimit], q: Pending) -> None:
-        m = q.h.shape[0]
+        m = q.models
         for key, tokens in q.scratch["rate_limit"]:
             q.state.tokens[key] = (tokens - m, q.now)

@@ -6,7 +6,10 @@ model whose L1 distance ``sum_j |h_j - h'_j|`` (for 0/1 models, the number of pe
 disagree) to one of the organisation's recently answered models, or to another model of the same
 batch, is below a threshold: the differencing pair of Example 2 is at distance 1 (a flipped
 decision) or ``|1 - 2 h_j|`` (a flipped probability). Both look only at the models not served
-from the cache.
+from the cache. They read a service request's submitted model (the base model sent for
+post-processing) like a query's, and the models of both kinds share the organisation's history;
+a service request that submits no model (the oracle learner's) passes them unread, and the
+decision says so (:attr:`~biasleak.mechanisms.policy.Decision.unchecked`).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class MinSupport(StageConfig):
     def check(cls, stages: Sequence[MinSupport], q: Pending) -> Refused | None:
         h = q.h_new
         if not h.shape[0]:
+            q.cannot_read("min_support")
             return None
         problem = _support(h, stages[0].k)
         return Refused("low_support", problem) if problem else None
@@ -78,13 +82,14 @@ class NearDuplicate(StageConfig):
     def check(cls, stages: Sequence[NearDuplicate], q: Pending) -> Refused | None:
         h = q.h_new
         if not h.shape[0]:
+            q.cannot_read("near_duplicate")
             return None
         problem = _closest(h, q.state.history.get(q.request.organization), stages[0].threshold)
         return Refused("near_duplicate", problem) if problem else None
 
     @classmethod
     def commit(cls, stages: Sequence[NearDuplicate], q: Pending) -> None:
-        if not q.m_new:
+        if not q.h_new.shape[0]:
             return
         org = q.request.organization
         if org not in q.state.history:
