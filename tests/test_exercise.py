@@ -290,16 +290,17 @@ def test_a_live_decision_logs_like_a_scripted_one(tmp_path: Path) -> None:
 
 def test_bad_requests_raise_exercise_errors(tmp_path: Path) -> None:
     session = ExerciseSession.from_file(_write(tmp_path, EXERCISE), out=tmp_path / "out")
-    with pytest.raises(ExerciseError, match="no decision is pending"):
+    with pytest.raises(ExerciseError, match="No decision is waiting"):
         session.decide("suspend", by="compliance_lead")
     session.advance()
-    with pytest.raises(ExerciseError, match="not an option"):
+    wrong = r"is not an option of decision 'first_alert'\. Options: suspend, watch"
+    with pytest.raises(ExerciseError, match=wrong):
         session.decide("nuke", by="compliance_lead")
-    with pytest.raises(ExerciseError, match="not seated"):
+    with pytest.raises(ExerciseError, match=r"Role 'model_owner' is not in this exercise"):
         session.decide("suspend", by="model_owner")
-    with pytest.raises(ExerciseError, match="is pending"):
+    with pytest.raises(ExerciseError, match="is paused at decision"):
         session.advance()
-    with pytest.raises(ExerciseError, match="not seated"):
+    with pytest.raises(ExerciseError, match=r"Role 'model_owner' is not in this exercise"):
         session.status("model_owner")
     session.abort()
 
@@ -353,7 +354,7 @@ def test_branch_comparison_has_both_columns(tmp_path: Path) -> None:
     assert (tmp_path / "br" / "base" / "report.html").is_file()
     assert (tmp_path / "br" / "branch" / "report.html").is_file()
     assert (tmp_path / "br" / "report.md").read_text().count("| as decided |") == 1
-    with pytest.raises(ExerciseError, match="unknown decision point"):
+    with pytest.raises(ExerciseError, match="There is no decision"):
         run_branches(path, branch={"nope": "watch"}, out=tmp_path / "bad")
 
 

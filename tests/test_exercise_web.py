@@ -25,6 +25,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from biasleak.sim.exercise import web
+from biasleak.sim.exercise.session import advance_problem, decision_problem
 
 ROLES = ("facilitator", "compliance_lead", "model_owner", "auditor", "regulator")
 PLAYERS = tuple(r for r in ROLES if r != "facilitator")
@@ -85,6 +86,9 @@ class FakeSession:
     def advance(self) -> None:
         if self.fail_on_advance:
             raise RuntimeError("engine exploded")
+        problem = advance_problem(finished=self.finished, pending=self.pending, now=self.now)
+        if problem is not None:  # the engine's own check, as every session makes it
+            raise FakeError(problem)
         later = [p for p in self.exercise.decision_points if p.at > self.now]
         if later:
             self.now, self.pending = later[0].at, later[0]
@@ -93,10 +97,16 @@ class FakeSession:
             self.now, self.finished = self.horizon, True
 
     def decide(self, option: str, *, by: str, rationale: str = "") -> None:
-        if self.pending is None:
-            raise FakeError("nothing pending")
-        if option not in [o[0] for o in self.pending.options]:
-            raise FakeError(f"bad option {option!r}")
+        problem = decision_problem(
+            finished=self.finished,
+            pending=self.pending,
+            now=self.now,
+            option=option,
+            by=by,
+            roles=self.exercise.roles,
+        )
+        if problem is not None:
+            raise FakeError(problem)
         self.decided.append((self.pending.id, option, by, rationale))
         self.events.append({"t": self.now, "kind": "decision", "text": f"{option} by {by}"})
         self.pending = None
@@ -226,7 +236,10 @@ def test_decide_records_option_role_and_rationale(client, made):
 @pytest.mark.parametrize(
     ("form", "message"),
     [
-        ({"option": "maybe", "by": "compliance_lead"}, "Option 'maybe' is not one of decision"),
+        (
+            {"option": "maybe", "by": "compliance_lead"},
+            "Option 'maybe' is not an option of decision 'D1'. Options: ignore, suspend",
+        ),
         ({"by": "compliance_lead"}, "The form did not say which option was chosen"),
         ({"option": "suspend", "by": "janitor"}, "Role 'janitor' is not in this exercise"),
     ],
@@ -324,11 +337,10 @@ def test_restart_builds_a_fresh_session(client, made):
 def test_unknown_role_and_page_get_a_readable_404(client):
     page = client.get("/play/janitor")
     assert page.status_code == 404
-    assert "There is no role 'janitor' in this exercise. Roles: facilitator," in html.unescape(
-        page.text
-    )
+    assert "Role 'janitor' is not in this exercise. Roles: facilitator," in html.unescape(page.text)
     api = client.get("/api/janitor")
-    assert api.status_code == 404 and "no role 'janitor'" in api.json()["error"]
+    assert api.status_code == 404
+    assert "Role 'janitor' is not in this exercise" in api.json()["error"]
     assert client.get("/nowhere").status_code == 404
     assert client.get("/play/facilitator").url.path == "/facilitator"
 

@@ -6,18 +6,19 @@ copy of the scenario's ``compliance`` mapping and validates it with the scenario
 change the policy's own rules forbid is caught when the exercise file is loaded. Answering only
 through the services is a state of the configuration, not a one-off edit: a later budget, rate
 or mechanism change keeps metric queries closed. Applied to a running world
-(:class:`ActionContext`), the new policy replaces the compliance agent's, and the privacy
-ledgers carry over: what was spent stays spent, against the new totals. A budget cut below what
-an organisation already spent leaves its ledger full: every further release is refused. A
-policy action that cannot apply to the policy in force (scaling a budget the policy does not
-have) is refused: ``policy_change_refused`` records it with the reason, and the world goes on.
+(:class:`ActionContext`), the new policy is put in force through the compliance agent's own
+:meth:`~biasleak.agents.compliance.Compliance.set_policy`, and the privacy ledgers carry over:
+what was spent stays spent, against the new totals. A budget cut below what an organisation
+already spent leaves its ledger full: every further release is refused. A policy action that
+cannot apply to the policy in force (scaling a budget the policy does not have) is refused:
+``policy_change_refused`` records it with the reason, and the world goes on.
 
-The other actions act on the agents: ``suspend`` and ``reinstate`` (with notices to the
-developers, as the compliance agent sends them after an alert), ``auditor_on`` (the auditor
-starts and reads the whole query log at its first visit), ``on_alert`` (the reaction to later
-alerts), ``publish_audit`` (a private audit release of the base model's selection rates,
-:mod:`biasleak.mechanisms.audit`, on its own random stream, so publishing changes no other
-draw) and ``message``.
+The other actions act on the agents through their own methods: ``suspend`` and ``reinstate``
+(the compliance agent's, which send the developers the notices an alert's suspension sends),
+``auditor_on`` (the auditor starts and reads the whole query log at its first visit),
+``on_alert`` (the reaction to later alerts), ``publish_audit`` (a private audit release of the
+base model's selection rates, :mod:`biasleak.mechanisms.audit`, on its own random stream, so
+publishing changes no other draw) and ``message``.
 
 Every action is one log event of the agent that carries it out (``policy_changed`` or
 ``policy_change_refused``, ``suspension_changed``, ``auditor_started``, ``reaction_changed``,
@@ -27,7 +28,6 @@ the decision or inject that caused it.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -35,10 +35,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from pydantic import ValidationError
 
-from biasleak.agents.messages import Envelope, Notice
-from biasleak.mechanisms.accounting import BudgetExceeded, LedgerBook
 from biasleak.mechanisms.audit import rate_difference, release_counts_and_totals
-from biasleak.mechanisms.policy import STAGES, Budget, Policy, PolicyState
+from biasleak.mechanisms.policy import STAGES, Policy
 from biasleak.sim.scenario import AuditorConfig, ComplianceConfig
 
 __all__ = [
@@ -154,47 +152,6 @@ def describe_policy(config: ComplianceConfig) -> list[str]:
     return lines
 
 
-def _carry_ledgers(old: Policy, new: Policy, state: PolicyState) -> None:
-    """Move what every ledger spent under the old budgets onto the new budgets.
-
-    The ledgers are kept per budget stage, by position. A stage with the same scope, delta
-    and composition keeps its charges (replayed in order onto a ledger of the new total); a
-    charge that no longer fits fills the ledger, so that nothing more is released. A new stage
-    starts empty.
-    """
-    old_budgets: list[Budget] = old.of_kind("budget")
-    carried = {}
-    for index, budget in enumerate(new.of_kind("budget")):
-        book = LedgerBook(budget.epsilon, budget.delta, budget.composition, scope=budget.scope)
-        previous = state.ledgers.get(index)
-        same = index < len(old_budgets) and (
-            (old_budgets[index].scope, old_budgets[index].delta, old_budgets[index].composition)
-            == (budget.scope, budget.delta, budget.composition)
-        )
-        if previous is not None and same:
-            for key, ledger in previous.items():
-                target = book.ledger(identity=key, organization=key)
-                for charge in ledger.charges:
-                    if target.can_afford(charge.epsilon, charge.delta):
-                        target.charge(charge.epsilon, charge.delta)
-                    else:
-                        _fill(target)
-                        break
-        carried[index] = book
-    state.ledgers.clear()
-    state.ledgers.update(carried)
-
-
-def _fill(ledger: Any) -> None:
-    """Spend what a ledger has left, so that it refuses every further release."""
-    remaining = ledger.remaining
-    if remaining > 0 and math.isfinite(remaining):
-        try:
-            ledger.charge(remaining, 0.0)
-        except BudgetExceeded:  # rounding at the very edge: already as full as it gets
-            pass
-
-
 @dataclass
 class ActionContext:
     """What applying an action needs: the world, the current configuration, the loggers."""
@@ -226,42 +183,22 @@ def apply_action(ctx: ActionContext, action: Any, *, cause: str) -> None:
                 reason=str(err),
             )
             return
-        old_policy, new_policy = compliance.policy, new_config.build_policy()
-        compliance.policy = new_policy
-        _carry_ledgers(old_policy, new_policy, compliance.state)
         ctx.config = new_config
-        log.info(
-            "policy_changed",
+        compliance.set_policy(
+            new_config.build_policy(),
             cause=cause,
             action=action.model_dump(mode="json"),
             policy=describe_policy(new_config),
         )
     elif action.kind in ("suspend", "reinstate"):
-        state = compliance.state
-        target = action.organization or action.identity
-        pool = state.suspended_organizations if action.organization else state.suspended_identities
-        if action.kind == "suspend":
-            pool.add(target)
-        else:
-            pool.discard(target)
-        log.info(
-            "suspension_changed",
-            cause=cause,
-            change=action.kind,
-            organization=action.organization,
-            identity=action.identity,
-        )
         kind = "suspended" if action.kind == "suspend" else "reinstated"
-        for identity in sorted(compliance.inboxes):
-            if identity == action.identity or (
-                action.organization is not None
-                and compliance.organizations.get(identity) == action.organization
-            ):
-                log.info("notice_sent", recipient=identity, kind=kind)
-                detail = f"{kind} by the compliance team ({cause})"
-                compliance.inboxes[identity].send(
-                    Envelope(Notice(identity, kind, detail, ctx.world.env.now))
-                )
+        change = compliance.suspend if action.kind == "suspend" else compliance.reinstate
+        change(
+            identity=None if action.organization else action.identity,
+            organization=action.organization,
+            detail=f"{kind} by the compliance team ({cause})",
+            cause=cause,
+        )
     elif action.kind == "auditor_on":
         if ctx.world.agents.auditor is not None:
             log.info("auditor_started", cause=cause, already_running=True)
@@ -272,7 +209,7 @@ def apply_action(ctx: ActionContext, action: Any, *, cause: str) -> None:
             detectors=list(action.detectors),
             on_alert=action.on_alert,
         )
-        compliance.on_alert = action.on_alert
+        compliance.set_reaction(action.on_alert)
         ctx.world.start_auditor(config)
         log.info(
             "auditor_started",
@@ -283,8 +220,7 @@ def apply_action(ctx: ActionContext, action: Any, *, cause: str) -> None:
             on_alert=action.on_alert,
         )
     elif action.kind == "on_alert":
-        compliance.on_alert = action.reaction
-        log.info("reaction_changed", cause=cause, reaction=action.reaction)
+        compliance.set_reaction(action.reaction, cause=cause)
     elif action.kind == "publish_audit":
         _publish_audit(ctx, action.epsilon, cause=cause)
     elif action.kind == "message":

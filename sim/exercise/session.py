@@ -34,7 +34,7 @@ reruns the exercise with some decisions changed and compares the two.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -62,16 +62,29 @@ __all__ = [
     "ExerciseError",
     "ExerciseSession",
     "Pending",
+    "advance_problem",
+    "branch_problem",
+    "decision_problem",
     "run_branches",
 ]
 
 DEFAULT_OUT: Final = "logs/exercises"
 """Where an exercise writes its log and report without ``out`` (``<DEFAULT_OUT>/<name>``)."""
-NOTHING_PENDING: Final = "no decision is pending: call advance() to run the world on"
-DECIDE_FIRST: Final = "decision {id!r} is pending: record it with decide() before advancing"
-FINISHED: Final = "the exercise has finished"
-UNKNOWN_OPTION: Final = "option {option!r} is not an option of {id!r}; options: {options}"
-UNKNOWN_ROLE: Final = "role {role!r} is not seated in this exercise; roles: {roles}"
+# What a person reads when a step cannot be taken: the same words in the terminal, the browser
+# console and a Python session (the console shows them as they are).
+NOTHING_PENDING: Final = (
+    "No decision is waiting. Advance the clock to run the world to the next decision point."
+)
+DECIDE_FIRST: Final = (
+    "The world is paused at decision {id!r} ({title}). Record a decision before advancing."
+)
+FINISHED: Final = (
+    "The exercise has finished at {now} simulated hours. Open the after-action report or restart."
+)
+UNKNOWN_OPTION: Final = "Option {option!r} is not an option of decision {id!r}. Options: {allowed}."
+UNKNOWN_ROLE: Final = "Role {role!r} is not in this exercise. Roles: {roles}."
+UNKNOWN_DECISION: Final = "There is no decision {id!r} in this exercise. Decisions: {ids}."
+UNKNOWN_BRANCH_OPTION: Final = "Decision {id!r} has no option {option!r}. Its options: {allowed}."
 NEEDS_A_PERSON: Final = (
     "decision point {id!r} has no scripted decision: decide it in the terminal or the browser, "
     "or script it (decisions: in the file, or --decisions FILE)"
@@ -307,10 +320,10 @@ class ExerciseSession:
     def advance(self) -> None:
         """Run the world to the next decision point without a scripted decision, or to the
         horizon (then :attr:`finished`); scripted decisions on the way are applied and logged."""
-        if self.finished:
-            raise ExerciseError(FINISHED)
-        if self.pending is not None:
-            raise ExerciseError(DECIDE_FIRST.format(id=self.pending.id))
+        pending = self.exercise.point(self.pending.id) if self.pending is not None else None
+        problem = advance_problem(finished=self.finished, pending=pending, now=self.now)
+        if problem is not None:
+            raise ExerciseError(problem)
         horizon = self.loaded.horizon_hours
         while True:
             self._timed_due()
@@ -417,16 +430,18 @@ class ExerciseSession:
 
         The world stays paused; :meth:`advance` runs it on.
         """
-        if self.finished:
-            raise ExerciseError(FINISHED)
-        if self.pending is None:
-            raise ExerciseError(NOTHING_PENDING)
-        point = self.exercise.point(self.pending.id)
+        point = self.exercise.point(self.pending.id) if self.pending is not None else None
+        problem = decision_problem(
+            finished=self.finished,
+            pending=point,
+            now=self.now,
+            option=option,
+            by=by,
+            roles=self.exercise.roles,
+        )
+        if problem is not None:
+            raise ExerciseError(problem)
         assert point is not None
-        options = [o.id for o in point.options]
-        if option not in options:
-            raise ExerciseError(UNKNOWN_OPTION.format(option=option, id=point.id, options=options))
-        self._role(by)
         if not isinstance(rationale, str):
             raise ExerciseError(f"rationale must be text; received {type(rationale).__name__}")
         self.pending = None
@@ -435,7 +450,8 @@ class ExerciseSession:
 
     def _role(self, role: str) -> None:
         if role not in self.exercise.roles:
-            raise ExerciseError(UNKNOWN_ROLE.format(role=role, roles=list(self.exercise.roles)))
+            roles = ", ".join(self.exercise.roles)
+            raise ExerciseError(UNKNOWN_ROLE.format(role=role, roles=roles))
 
     def run_to_end(self) -> None:
         """Advance to the horizon; every decision on the way must be scripted."""
@@ -551,18 +567,13 @@ def scripted_decisions(
         if problems:
             raise ExerciseError("\n".join(problems))
         scripted.update(given)
+    points = {p.id: [o.id for o in p.options] for p in exercise.decision_points}
     for decision_id, option in (branch or {}).items():
+        problem = branch_problem(points, decision_id, option)
+        if problem is not None:
+            raise ExerciseError(f"--branch: {problem}")
         point = exercise.point(decision_id)
-        points = [p.id for p in exercise.decision_points]
-        if point is None:
-            raise ExerciseError(
-                f"--branch: unknown decision point {decision_id!r}; allowed: {points}"
-            )
-        options = [o.id for o in point.options]
-        if option not in options:
-            raise ExerciseError(
-                f"--branch: {UNKNOWN_OPTION.format(option=option, id=decision_id, options=options)}"
-            )
+        assert point is not None
         before = scripted.get(decision_id)
         by = before.by if before is not None else point.owner
         was = f" instead of {before.option!r}" if before is not None else ""
@@ -570,6 +581,46 @@ def scripted_decisions(
             option=option, by=by, rationale=f"branch: {option!r}{was}"
         )
     return scripted
+
+
+def advance_problem(*, finished: bool, pending: Any, now: float) -> str | None:
+    """Why the clock cannot advance now (``pending``: the decision point waiting, with its
+    ``id`` and ``title``), or None: the one check of every session and console."""
+    if finished:
+        return FINISHED.format(now=f"{now:g}")
+    if pending is not None:
+        return DECIDE_FIRST.format(id=pending.id, title=pending.title)
+    return None
+
+
+def decision_problem(
+    *, finished: bool, pending: Any, now: float, option: str, by: str, roles: Sequence[str]
+) -> str | None:
+    """Why ``option`` taken by ``by`` cannot be recorded now, or None (``pending``: the
+    decision point waiting, whose ``options`` have an ``id`` or are ``(id, ...)`` tuples)."""
+    if finished:
+        return FINISHED.format(now=f"{now:g}")
+    if pending is None:
+        return NOTHING_PENDING
+    options = [o[0] if isinstance(o, tuple) else o.id for o in pending.options]
+    if option not in options:
+        return UNKNOWN_OPTION.format(option=option, id=pending.id, allowed=", ".join(options))
+    if by not in roles:
+        return UNKNOWN_ROLE.format(role=by, roles=", ".join(roles))
+    return None
+
+
+def branch_problem(
+    points: Mapping[str, Sequence[str]], decision_id: str, option: str
+) -> str | None:
+    """What is wrong with changing ``decision_id`` to ``option`` in a branch (``points``: each
+    decision point's option ids), or None: the one check of the command line and the console."""
+    if decision_id not in points:
+        return UNKNOWN_DECISION.format(id=decision_id, ids=", ".join(points) or "none")
+    if option not in points[decision_id]:
+        allowed = ", ".join(points[decision_id])
+        return UNKNOWN_BRANCH_OPTION.format(id=decision_id, option=option, allowed=allowed)
+    return None
 
 
 def run_branches(

@@ -72,6 +72,7 @@ try:
 
     from biasleak.sim.exercise import _html
     from biasleak.sim.exercise._html import render_value
+    from biasleak.sim.exercise.session import UNKNOWN_ROLE, branch_problem
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise ImportError(MISSING_WEB.format(module=(err.name or "starlette").split(".")[0])) from err
 
@@ -112,29 +113,15 @@ NOT_LOOPBACK: Final = (
     "the exercise console binds to this computer only (its facilitator page shows the ground "
     "truth and has no login); got host {host!r}, allowed: 127.0.0.1, ::1 or localhost"
 )
-UNKNOWN_ROLE: Final = "There is no role {role!r} in this exercise. Roles: {roles}."
-NOTHING_PENDING: Final = (
-    "No decision is waiting. Press “Advance the clock” to run the world to the next decision point."
-)
-DECISION_WAITING: Final = (
-    "The world is paused at decision {id!r} ({title}). Record a decision before advancing."
-)
-ALREADY_FINISHED: Final = (
-    "The exercise has finished at {now} simulated hours. Open the after-action report or restart."
-)
 NOT_FINISHED: Final = (
     "The after-action report is written when the exercise has finished (now {now} simulated "
     "hours). Advance to the end first."
 )
 MISSING_FIELD: Final = "The form did not say {field}: {hint}"
-UNKNOWN_OPTION: Final = "Option {option!r} is not one of decision {id!r}'s options: {allowed}."
-UNKNOWN_BY: Final = "Role {by!r} is not in this exercise; the decision can be taken by: {roles}."
 BAD_BRANCH: Final = (
     "{item!r} is not a branch. Write DECISION=OPTION (several separated by commas), for example "
     "{example}."
 )
-UNKNOWN_DECISION: Final = "There is no decision {id!r} in this exercise. Decisions: {ids}."
-UNKNOWN_BRANCH_OPTION: Final = "Decision {id!r} has no option {option!r}. Its options: {allowed}."
 REPEATED_DECISION: Final = "Decision {id!r} appears twice in the branch; give it once."
 NO_BRANCH_RUNNER: Final = (
     "Branches are not available here: the session does not say which file it plays, and no "
@@ -153,7 +140,8 @@ _STATIC = Path(__file__).with_name("static")
 
 def parse_branch(text: str, decision_points: Iterable[Any]) -> dict[str, str]:
     """``"D1=refuse, D2=noise"`` -> ``{"D1": "refuse", "D2": "noise"}``, checked against the
-    exercise's decision points; a bad item raises :class:`ValueError` saying what is allowed."""
+    exercise's decision points (by the session's own check); a bad item raises
+    :class:`ValueError` saying what is allowed."""
     points = {str(p.id): [_html.option(o).id for o in p.options] for p in decision_points}
     example = ", ".join(f"{d}={opts[0]}" for d, opts in list(points.items())[:1] if opts) or "D1=A"
     branch: dict[str, str] = {}
@@ -168,11 +156,9 @@ def parse_branch(text: str, decision_points: Iterable[Any]) -> dict[str, str]:
         ident, sep, option = (s.strip() for s in item.partition("="))
         if not sep or not ident or not option:
             raise ValueError(BAD_BRANCH.format(item=item, example=example))
-        if ident not in points:
-            raise ValueError(UNKNOWN_DECISION.format(id=ident, ids=", ".join(points) or "none"))
-        if option not in points[ident]:
-            allowed = ", ".join(points[ident])
-            raise ValueError(UNKNOWN_BRANCH_OPTION.format(id=ident, option=option, allowed=allowed))
+        problem = branch_problem(points, ident, option)
+        if problem is not None:
+            raise ValueError(problem)
         if ident in branch:
             raise ValueError(REPEATED_DECISION.format(id=ident))
         branch[ident] = option
@@ -295,13 +281,9 @@ class _Console:
 
     # actions ----------------------------------------------------------------------------------
     def advance(self) -> None:
+        """Run the world on (the session says, in its own words, why it cannot)."""
         with self.lock:
             s = self.session
-            if s.finished:
-                raise ValueError(ALREADY_FINISHED.format(now=_html.scalar(_html.plain(s.now))))
-            if s.pending is not None:
-                p = _html.decision(s.pending)
-                raise ValueError(DECISION_WAITING.format(id=p["id"], title=p["title"]))
             s.advance()
             where = (
                 "the end of the exercise"
@@ -313,24 +295,18 @@ class _Console:
             self.notice = f"The world ran to {_html.hours(_html.plain(s.now))}: {where}."
 
     def decide(self, form: Mapping[str, str]) -> None:
+        """Record the form's decision; the session checks it (the form only needs its fields)."""
         with self.lock:
             s = self.session
-            if s.pending is None:
-                raise ValueError(NOTHING_PENDING)
-            point = _html.decision(s.pending)
             option, by = form.get("option", ""), form.get("by", "")
-            allowed = [o["id"] for o in point["options"]]
-            if not option:
+            if s.pending is not None and not option:
+                allowed = [o["id"] for o in _html.decision(s.pending)["options"]]
                 hint = f"choose one of {', '.join(allowed)}."
                 raise ValueError(MISSING_FIELD.format(field="which option was chosen", hint=hint))
-            if option not in allowed:
-                raise ValueError(
-                    UNKNOWN_OPTION.format(option=option, id=point["id"], allowed=", ".join(allowed))
-                )
-            if by not in self.roles():
-                raise ValueError(UNKNOWN_BY.format(by=by, roles=", ".join(self.roles())))
+            point = _html.decision(s.pending) if s.pending is not None else None
             rationale = form.get("rationale", "").strip()
             s.decide(option, by=by, rationale=rationale)
+            assert point is not None  # the session refuses a decision when none is waiting
             self.decisions[point["id"]] = {"option": option, "by": by, "rationale": rationale}
             self.notice = f"Recorded: {point['title']} → {option} (by {by})."
 
