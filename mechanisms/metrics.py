@@ -46,6 +46,8 @@ __all__ = [
     "METRICS",
     "METRIC_INFO",
     "METRIC_RANGES",
+    "NOISY_METRICS",
+    "ON_POSITIVES",
     "EqualizedOdds",
     "MetricInfo",
     "absolute_equal_opportunity",
@@ -231,13 +233,21 @@ class MetricInfo:
     """Whether the metric needs the true outcomes y."""
     value_range: tuple[float, float]
     """The range every value lies in (used to bound noisy answers, Remark 6)."""
+    on_positives: bool = False
+    """Whether the metric is computed among the people with y = 1 only (its group sizes are
+    N11 and N10; the people with y = 0 do not move it)."""
+    noisy: bool = False
+    """Whether biasleak knows its sensitivities, so that a policy may answer it with noise
+    (:mod:`biasleak.mechanisms.sensitivity`)."""
 
 
 METRIC_INFO: Final[dict[str, MetricInfo]] = {
-    "sp": MetricInfo(statistical_parity, False, (-1.0, 1.0)),
-    "abs_sp": MetricInfo(absolute_statistical_parity, False, (0.0, 1.0)),
-    "eo": MetricInfo(equal_opportunity, True, (-1.0, 1.0)),
-    "abs_eo": MetricInfo(absolute_equal_opportunity, True, (0.0, 1.0)),
+    "sp": MetricInfo(statistical_parity, False, (-1.0, 1.0), noisy=True),
+    "abs_sp": MetricInfo(absolute_statistical_parity, False, (0.0, 1.0), noisy=True),
+    "eo": MetricInfo(equal_opportunity, True, (-1.0, 1.0), on_positives=True, noisy=True),
+    "abs_eo": MetricInfo(
+        absolute_equal_opportunity, True, (0.0, 1.0), on_positives=True, noisy=True
+    ),
     "eodds": MetricInfo(_eodds_stacked, True, (-1.0, 1.0)),
     "pp": MetricInfo(predictive_parity, True, (-1.0, 1.0)),
 }
@@ -246,6 +256,13 @@ METRIC_INFO: Final[dict[str, MetricInfo]] = {
 
 METRICS: Final[tuple[str, ...]] = tuple(METRIC_INFO)
 """Metric names understood by :func:`evaluate` (and by scenario files)."""
+
+NOISY_METRICS: Final[tuple[str, ...]] = tuple(k for k, v in METRIC_INFO.items() if v.noisy)
+"""Metrics a policy may answer with noise (those with sensitivities); what a compliance team
+answers unless its scenario says otherwise."""
+
+ON_POSITIVES: Final = frozenset(k for k, v in METRIC_INFO.items() if v.on_positives)
+"""Metrics computed among the people with y = 1 (group sizes N11, N10)."""
 
 METRIC_RANGES: Final[dict[str, tuple[float, float]]] = {
     name: info.value_range for name, info in METRIC_INFO.items()

@@ -119,21 +119,17 @@ from biasleak.mechanisms._validation import (
 )
 from biasleak.mechanisms.calibrate import Job, calibrate_smooth
 from biasleak.mechanisms.ceiling import Pair
+from biasleak.mechanisms.discrete_noise import (
+    discrete_gaussian,
+    discrete_laplace,
+    truncated_discrete_laplace,
+)
+from biasleak.mechanisms.gaussian_sigma import analytic_gaussian_sigma, discrete_gaussian_sigma
+from biasleak.mechanisms.grid import choose_grid, grid_ints
 from biasleak.mechanisms.metrics import METRIC_RANGES
 from biasleak.mechanisms.naive_noise import add_noise
 from biasleak.mechanisms.release import BOUNDINGS, MECHANISM_INFO, NOISY, SAMPLERS
-from biasleak.mechanisms.samplers import (
-    SIGMA2_DENOMINATOR,
-    analytic_gaussian_sigma,
-    choose_grid,
-    discrete_gaussian,
-    discrete_gaussian_sigma,
-    discrete_laplace,
-    grid_ints,
-    safe_gaussian,
-    safe_laplace,
-    truncated_discrete_laplace,
-)
+from biasleak.mechanisms.samplers import SIGMA2_DENOMINATOR, safe_gaussian, safe_laplace
 from biasleak.mechanisms.sensitivity import (
     SENSITIVITY_METRICS,
     attribute_conceal_beta,
@@ -895,7 +891,7 @@ def _calibrate(twin: Twin, n1: int, n0: int) -> _Calibration:
 def _population(
     metric: str, protected: NDArray[np.bool_], labels: ArrayLike | None, n: int
 ) -> NDArray[np.bool_]:
-    if metric in ("eo", "abs_eo"):
+    if metric in metrics.ON_POSITIVES:
         if labels is None:
             raise ValueError(metrics.LABELS_REQUIRED.format(metric=metric))
         return as_binary(labels, n=n, name="labels", require_both=False)

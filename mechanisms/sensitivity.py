@@ -74,6 +74,7 @@ from biasleak.mechanisms._validation import (
     check_int,
     check_positive,
 )
+from biasleak.mechanisms.metrics import NOISY_METRICS
 
 __all__ = [
     "SENSITIVITY_METRICS",
@@ -91,8 +92,9 @@ __all__ = [
 SensitivityMetric = Literal["sp", "abs_sp", "eo", "abs_eo"]
 Norm = Literal["l1", "l2"]
 
-SENSITIVITY_METRICS: Final[tuple[str, ...]] = ("sp", "abs_sp", "eo", "abs_eo")
-"""Metrics whose sensitivities this module knows. EO variants use the counts among y = 1."""
+SENSITIVITY_METRICS: Final[tuple[str, ...]] = NOISY_METRICS
+"""Metrics whose sensitivities this module knows (the metric registry's ``noisy`` ones:
+:data:`~biasleak.mechanisms.metrics.METRIC_INFO`). EO variants use the counts among y = 1."""
 
 SMALL_DATASET: Final = (
     "{name} must be at least 3 (the number of people whose attribute the metric depends on; for "

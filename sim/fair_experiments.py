@@ -65,10 +65,10 @@ from biasleak.mechanisms.fair import (
 )
 from biasleak.sim.datasets import load_adult, load_german
 from biasleak.sim.executors import pool, run_each
+from biasleak.sim.paper_items import FAIR_EXPERIMENTS
 
 __all__ = [
     "DATASETS",
-    "EXPERIMENTS",
     "FAIR_MISSING",
     "FairlearnMissing",
     "Job",
@@ -85,12 +85,6 @@ __all__ = [
     "settings_for",
 ]
 
-EXPERIMENTS: Final[tuple[str, ...]] = (
-    "fair-postprocessing",
-    "fair-inprocessing",
-    "fair-convergence",
-)
-"""The experiment names, as ``biasleak paper NAME`` takes them."""
 
 DATASETS: Final[dict[str, str]] = {
     "adult": "UCI Adult, protected attribute sex (Male = 1, Female = 0)",
@@ -138,7 +132,7 @@ class Settings:
     """Everything that decides an experiment's rows (the report prints all of it)."""
 
     name: str
-    """One of :data:`EXPERIMENTS`."""
+    """One of :data:`~biasleak.sim.paper_items.FAIR_EXPERIMENTS`."""
     seeds: int
     """Seeds per grid point; each seed draws its own splits and noise."""
     gammas: tuple[float, ...]
@@ -215,7 +209,7 @@ def settings_for(name: str, *, seeds: int | None = None, quick: bool = False) ->
     """The settings of experiment ``name``: the full grid, or the ``quick`` one; ``seeds``
     overrides the number of seeds."""
     if name not in FULL:
-        raise ValueError(UNKNOWN_EXPERIMENT.format(allowed=list(EXPERIMENTS), name=name))
+        raise ValueError(UNKNOWN_EXPERIMENT.format(allowed=list(FAIR_EXPERIMENTS), name=name))
     chosen = replace(FULL[name], **QUICK[name]) if quick else FULL[name]
     if quick:
         chosen = replace(chosen, adult_audit=1000)

@@ -373,7 +373,7 @@ class _Setting:
 
     def population(self, metric: str) -> NDArray[np.bool_]:
         """Whose attribute the metric depends on: everyone, or the people with y = 1 for EO."""
-        if metric in ("eo", "abs_eo"):
+        if metric in metrics.ON_POSITIVES:
             return self.labels.copy()
         return np.ones(self.protected.shape[0], dtype=np.bool_)
 
@@ -507,14 +507,13 @@ def _developer_jobs(
     resolved: Scenario, setting: _Setting, allowed: tuple[str, ...], notes: list[str]
 ) -> list[tuple[str, str, str, int, Neighbour]]:
     """(label, query, metric, models, neighbour) for the flip and swap of every attacker."""
-    from biasleak.agents.strategies import ISOLATED_KINDS, build_strategies
-    from biasleak.sim.scenario import NOT_ATTACKS
+    from biasleak.agents.strategies import HONEST_KINDS, ISOLATED_KINDS, build_strategies
     from biasleak.sim.world import developer_context
 
     jobs = []
     for spec in resolved.developers:
         kind = spec.strategy.kind
-        if kind in NOT_ATTACKS:
+        if kind in HONEST_KINDS:
             continue
         who = f"{spec.id} ({kind})"
         if kind in ISOLATED_KINDS:
@@ -637,7 +636,7 @@ def _swap_canaries(
 
 def _sizes_for(setting: _Setting, metric: str, n1: int, n0: int) -> AuditSizes:
     """Audit-set sizes whose ``metric`` sizes are (n1, n0) (the other ones are not read)."""
-    if metric in ("eo", "abs_eo"):
+    if metric in metrics.ON_POSITIVES:
         return AuditSizes(n1, n0, n1, n0)
     return AuditSizes(n1, n0)
 

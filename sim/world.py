@@ -43,19 +43,22 @@ from biasleak.agents.compliance import Compliance
 from biasleak.agents.developer import Developer
 from biasleak.agents.models import build_pipeline, train_base_model
 from biasleak.agents.public import PublicView
-from biasleak.agents.strategies import PROXY_KINDS, DeveloperContext, build_strategies
+from biasleak.agents.strategies import (
+    PROXY_KINDS,
+    SERVICE_USER_KINDS,
+    DeveloperContext,
+    build_strategies,
+)
 from biasleak.agents.strategies.adaptive import proxy_estimate, proxy_scores
-from biasleak.agents.strategies.fair_services import RequestFairTraining, RequestPostprocessing
-from biasleak.agents.strategies.honest import HonestSelection
-from biasleak.agents.strategies.plugin import PluginStrategy
 from biasleak.mechanisms.digests import stable_int
 from biasleak.mechanisms.fair import derived_probabilities, score
 from biasleak.mechanisms.policy import AuditSet
 from biasleak.sim import datasets
-from biasleak.sim.evaluation import Evaluator, leakage, summarize
+from biasleak.sim.evaluation import Evaluator, leakage
 from biasleak.sim.exposure import Exposure
 from biasleak.sim.runlog import RunLog, jsonable, read_log
 from biasleak.sim.scenario import Scenario, scenario_hash
+from biasleak.sim.summary import summarize
 
 __all__ = ["Agents", "RunResult", "World", "developer_context", "rng_for", "run_scenario"]
 
@@ -175,13 +178,9 @@ def _encoded(
     return _immutable(x_audit), _immutable(x_train), _immutable(base)
 
 
-_SERVICE_STRATEGIES = (RequestPostprocessing, RequestFairTraining)
-
-
 def _uses_services(resolved: Scenario) -> bool:
-    kinds = {s.kind for s in _SERVICE_STRATEGIES}
     return bool(resolved.compliance.services) or any(
-        d.strategy.kind in kinds for d in resolved.developers
+        d.strategy.kind in SERVICE_USER_KINDS for d in resolved.developers
     )
 
 
@@ -207,13 +206,15 @@ def _evaluate_services(
         log.warning("service_evaluation_skipped", reason=f"on the training split: {err}")
         return
     for _, identity, strategy in built:
-        if isinstance(strategy, HonestSelection):
+        if isinstance(strategy, str) or strategy.ATTACKS:
+            continue
+        if not strategy.USES_SERVICE:
             decisions = strategy.deployed_decisions(train)
             if decisions is None:
                 continue
             service, final, treatment = "metric_queries", decisions.astype(np.float64), False
-        elif isinstance(strategy, _SERVICE_STRATEGIES) and strategy.result is not None:
-            result = strategy.result
+        elif getattr(strategy, "result", None) is not None:
+            result = strategy.result  # type: ignore[attr-defined]
             service, treatment = result.service, result.disparate_treatment
             if result.mixing is not None:
                 final = derived_probabilities(result.mixing, base, protected=protected)
@@ -307,7 +308,7 @@ def _build_developers(
 def _close(built: list[tuple[Any, str, Any]]) -> None:
     """Release what strategies hold outside the run (a plugin's sandboxed process)."""
     for _, _, strategy in built:
-        if isinstance(strategy, PluginStrategy):
+        if not isinstance(strategy, str):  # a strategy that could not start is its error text
             strategy.close()
 
 

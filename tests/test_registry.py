@@ -116,3 +116,43 @@ def test_the_completeness_checks_can_fail() -> None:
     assert f'"const": "{ghost}"' not in SCHEMA
     assert not re.search(rf"`{ghost}", README)
     assert not _named_in_tests(ghost)
+
+
+def test_every_strategy_says_what_it_is_and_the_views_are_read_from_it() -> None:
+    from biasleak.agents.strategies import (
+        HONEST_KINDS,
+        ISOLATED_KINDS,
+        PROXY_KINDS,
+        STRATEGIES,
+        TRAITS,
+        kinds_where,
+    )
+    from biasleak.sim.scenario import ATTACK_KINDS
+
+    for kind, (_, cls) in STRATEGIES.items():
+        for trait in TRAITS:
+            assert isinstance(getattr(cls, trait), bool), (kind, trait)
+    assert HONEST_KINDS == {k for k, (_, c) in STRATEGIES.items() if not c.ATTACKS}
+    assert PROXY_KINDS == kinds_where("NEEDS_PROXY") == {"proxy_prior"}
+    assert ISOLATED_KINDS == {"plugin"}
+    assert set(ATTACK_KINDS) == set(STRATEGIES) - HONEST_KINDS - ISOLATED_KINDS
+    assert {"request_postprocessing", "request_fair_training"} <= kinds_where("USES_SERVICE")
+    with pytest.raises(ValueError, match="a strategy trait is one of"):
+        kinds_where("HONEST")
+
+
+def test_a_registered_strategy_that_does_not_say_whether_it_attacks_is_refused() -> None:
+    from biasleak.agents.strategies import STRATEGIES, Strategy, _checked
+
+    class Undeclared(Strategy):
+        kind = "undeclared"
+
+        def next_action(self, now: float):  # type: ignore[no-untyped-def]
+            raise NotImplementedError
+
+        def on_answer(self, values, now):  # type: ignore[no-untyped-def]
+            raise NotImplementedError
+
+    config = STRATEGIES["honest_selection"][0]
+    with pytest.raises(TypeError, match="must say whether it attacks"):
+        _checked({"undeclared": (config, Undeclared)})

@@ -963,11 +963,12 @@ name: quickstart
 
 
 def test_attack_kinds_are_the_registry_without_honest_strategies() -> None:
-    from biasleak.sim.scenario import ATTACK_KINDS, NOT_ATTACKS
+    from biasleak.agents.strategies import HONEST_KINDS
+    from biasleak.sim.scenario import ATTACK_KINDS
 
-    assert set(ATTACK_KINDS) == set(STRATEGIES) - NOT_ATTACKS - {"plugin"}
-    assert list(ATTACK_KINDS) == [k for k in STRATEGIES if k not in NOT_ATTACKS | {"plugin"}]
-    assert {"honest_selection", "request_postprocessing", "request_fair_training"} <= NOT_ATTACKS
+    assert set(ATTACK_KINDS) == set(STRATEGIES) - HONEST_KINDS - {"plugin"}
+    assert list(ATTACK_KINDS) == [k for k in STRATEGIES if k not in HONEST_KINDS | {"plugin"}]
+    assert {"honest_selection", "request_postprocessing", "request_fair_training"} <= HONEST_KINDS
 
 
 @pytest.mark.parametrize(

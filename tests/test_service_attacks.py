@@ -1,5 +1,5 @@
 """Attacks on the private fair-learning services: the decoding math, the strategies in a world, and
-the red team's use of them (``agents/strategies/service_attacks.py``, ``sim/redteam_plan.py``)."""
+the red team's use of them (``agents/strategies/service_attacks.py``, ``sim/redteam/plan.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from biasleak.agents.strategies import STRATEGIES, build_strategy
+from biasleak.agents.strategies import HONEST_KINDS, STRATEGIES, build_strategy
 from biasleak.agents.strategies.service_attacks import (
     DecodeOracleConfig,
     ProbePostprocessingConfig,
@@ -22,8 +22,8 @@ from biasleak.agents.strategies.service_attacks import (
 )
 from biasleak.mechanisms.fair import dp_postprocess, run_oracle_learner
 from biasleak.mechanisms.fair.oracle import lagrangian_costs
-from biasleak.sim.redteam_plan import plan_attacks
-from biasleak.sim.scenario import ATTACK_KINDS, NOT_ATTACKS, parse_scenario
+from biasleak.sim.redteam.plan import plan_attacks
+from biasleak.sim.scenario import ATTACK_KINDS, parse_scenario
 from biasleak.sim.world import developer_context, run_scenario
 
 
@@ -215,7 +215,7 @@ def test_both_attacks_run_in_a_world_and_are_scored_as_leakage(tmp_path: Path) -
     assert oscar["estimated"] and oscar["leakage"] > 60.0
     assert devs["pat"]["estimated"] is False  # the honest developer is no attack
     assert {"probe_postprocessing", "decode_oracle"} <= set(ATTACK_KINDS)
-    assert not {"probe_postprocessing", "decode_oracle"} & NOT_ATTACKS
+    assert not {"probe_postprocessing", "decode_oracle"} & HONEST_KINDS
 
 
 def test_a_spent_budget_stops_the_probe(tmp_path: Path) -> None:

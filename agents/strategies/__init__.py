@@ -18,10 +18,15 @@ private fair-learning service instead of fairness numbers; ``probe_postprocessin
 
 Each strategy kind has a configuration model (a pydantic model tagged by ``kind``) and a class;
 :data:`STRATEGIES` maps kind names to both, and scenario files build their discriminated union
-from it. Strategies are pure (no SimPy); see :mod:`biasleak.agents.strategies.base`.
+from it. The class carries the strategy's traits (whether it attacks, needs a proxy, runs
+isolated, uses a service: :data:`TRAITS`); :func:`kinds_where` and the views below
+(:data:`HONEST_KINDS`, :data:`PROXY_KINDS`, :data:`ISOLATED_KINDS`) are read from them.
+Strategies are pure (no SimPy); see :mod:`biasleak.agents.strategies.base`.
 """
 
 from __future__ import annotations
+
+from typing import Final
 
 from biasleak.agents.strategies.adaptive import (
     Averaging,
@@ -84,9 +89,12 @@ from biasleak.agents.strategies.targeted import (
 from biasleak.mechanisms._validation import did_you_mean
 
 __all__ = [
+    "HONEST_KINDS",
     "ISOLATED_KINDS",
     "PROXY_KINDS",
+    "SERVICE_USER_KINDS",
     "STRATEGIES",
+    "TRAITS",
     "Action",
     "AnswerInfo",
     "DeveloperContext",
@@ -103,6 +111,7 @@ __all__ = [
     "Wait",
     "build_strategies",
     "build_strategy",
+    "kinds_where",
 ]
 
 STRATEGIES: dict[str, tuple[type[StrategyConfig], type[Strategy]]] = {
@@ -132,12 +141,44 @@ STRATEGIES: dict[str, tuple[type[StrategyConfig], type[Strategy]]] = {
 """Strategy kind -> (configuration model, strategy class)."""
 
 
-PROXY_KINDS = frozenset({"proxy_prior"})
+MISSING_TRAIT: Final = (
+    "strategy {kind!r} ({cls}) must say whether it attacks: set ATTACKS = True or False on the "
+    "class (see Strategy's traits)"
+)
+
+
+def _checked(registry: dict[str, tuple[type[StrategyConfig], type[Strategy]]]) -> None:
+    for kind, (_, cls) in registry.items():
+        if not isinstance(getattr(cls, "ATTACKS", None), bool):
+            raise TypeError(MISSING_TRAIT.format(kind=kind, cls=cls.__name__))
+
+
+_checked(STRATEGIES)
+
+
+def kinds_where(trait: str, value: bool = True) -> frozenset[str]:
+    """The registered strategy kinds whose class has ``trait`` (``ATTACKS``, ``NEEDS_PROXY``,
+    ``ISOLATED``, ``USES_SERVICE``) equal to ``value``."""
+    if trait not in TRAITS:
+        raise ValueError(f"a strategy trait is one of {list(TRAITS)}; got {trait!r}")
+    return frozenset(k for k, (_, cls) in STRATEGIES.items() if getattr(cls, trait) is value)
+
+
+TRAITS: Final = ("ATTACKS", "NEEDS_PROXY", "ISOLATED", "USES_SERVICE")
+"""The traits every registered strategy class carries (:class:`Strategy`)."""
+
+PROXY_KINDS: Final = kinds_where("NEEDS_PROXY")
 """Strategy kinds that need an external labelled sample in their context (``proxy``)."""
 
-ISOLATED_KINDS = frozenset({"plugin"})
+ISOLATED_KINDS: Final = kinds_where("ISOLATED")
 """Strategy kinds whose code comes from outside the package and runs in a sandboxed process.
 The red team leaves them out of ``attacks: all`` (it runs one only when a scenario lists it)."""
+
+HONEST_KINDS: Final = kinds_where("ATTACKS", False)
+"""Strategy kinds that do not try to reveal the protected attribute (honest developers)."""
+
+SERVICE_USER_KINDS: Final = kinds_where("USES_SERVICE")
+"""Strategy kinds that ask the compliance team for a fair-learning service."""
 
 
 def build_strategy(config: StrategyConfig, context: DeveloperContext) -> Strategy:

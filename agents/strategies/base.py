@@ -153,9 +153,27 @@ class DeveloperContext:
 
 
 class Strategy(ABC):
-    """A developer's plan. Subclasses set :attr:`kind` and implement :meth:`next_action`."""
+    """A developer's plan. Subclasses set :attr:`kind` and their traits, and implement
+    :meth:`next_action`.
+
+    The traits are what the rest of biasleak reads to know what a strategy is (the red team,
+    the scenario models, the world and the reports read them from the registry,
+    :data:`~biasleak.agents.strategies.STRATEGIES`, never from lists of their own):
+    :attr:`ATTACKS` must be said by every registered strategy (or a base it extends); the others
+    default to what most strategies are.
+    """
 
     kind: ClassVar[str] = ""
+    ATTACKS: ClassVar[bool]
+    """Whether the strategy tries to learn the protected attribute: the red team runs it, the
+    leakage tables list it. False for an honest developer (its utility is scored instead)."""
+    NEEDS_PROXY: ClassVar[bool] = False
+    """Whether it needs an external labelled sample in its context (``proxy``)."""
+    ISOLATED: ClassVar[bool] = False
+    """Whether its code comes from outside biasleak and runs in a sandboxed process (the red team
+    runs it only when a scenario lists it)."""
+    USES_SERVICE: ClassVar[bool] = False
+    """Whether it asks the compliance team for a fair-learning service."""
 
     def __init__(self, config: StrategyConfig, context: DeveloperContext) -> None:
         self.config = config
@@ -196,6 +214,14 @@ class Strategy(ABC):
     def on_service_result(self, result: ServiceResult, now: float) -> None:  # noqa: B027
         """The last :class:`RequestService` was served (default: ignore it). Refusals of a
         service request arrive through :meth:`on_refusal`."""
+
+    def deployed_decisions(self, view: Any) -> NDArray[np.int8] | None:
+        """The 0/1 decisions of the model an honest developer deploys, on ``view`` (a public
+        view), or None (attacks, and a developer that has not chosen yet)."""
+        return None
+
+    def close(self) -> None:  # noqa: B027
+        """Release what the strategy holds outside the run (default: nothing)."""
 
     def report(self) -> dict[str, Any]:
         """JSON-safe facts for the developer's final log event."""

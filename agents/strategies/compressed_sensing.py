@@ -42,7 +42,7 @@ group-size logic in :mod:`.group_sizes`.
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -58,7 +58,7 @@ from biasleak.agents.strategies.base import (
     Strategy,
     Submit,
 )
-from biasleak.agents.strategies.decoders import EXACT, NoiseModel, decode_statistical_parity
+from biasleak.agents.strategies.decoders import decode_statistical_parity
 from biasleak.agents.strategies.group_sizes import (
     PROBE_FALSE_SIGN,
     PROBE_SIZE_ERROR,
@@ -69,6 +69,7 @@ from biasleak.agents.strategies.group_sizes import (
     sizes_from_probe,
 )
 from biasleak.agents.strategies.model_source import PerturbedModels
+from biasleak.agents.strategies.noise_model import EXACT, NoiseModel
 from biasleak.agents.strategies.regenerated import (
     model_accuracy,
     regenerated_accuracy,
@@ -119,6 +120,8 @@ METRIC_OF_KIND = {"compressed_sensing": "sp", "eo_reveal": "eo", "equalized_odds
 
 class CompressedSensing(Strategy):
     """Attribute-Reveal by compressed sensing (Theorem 5, Algorithm 2, Remarks 4 and 5)."""
+
+    ATTACKS: ClassVar[bool] = True
 
     kind = "compressed_sensing"
 

@@ -18,7 +18,7 @@ simulation's evaluator scores the model on people outside the audit set.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
@@ -60,6 +60,9 @@ class RequestFairTrainingConfig(StrategyConfig):
 
 class _ServiceStrategy(Strategy):
     """One request, then stop with whatever came back."""
+
+    ATTACKS: ClassVar[bool] = False
+    USES_SERVICE: ClassVar[bool] = True
 
     def __init__(self, config: StrategyConfig, context: DeveloperContext) -> None:
         super().__init__(config, context)

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -140,6 +140,8 @@ class _Record:
 
 class FpProbe(Strategy):
     """One-person queries decoded bit for bit against the floating-point noise sampler."""
+
+    ATTACKS: ClassVar[bool] = True
 
     kind = "fp_probe"
 

@@ -34,7 +34,7 @@ appended). The guess is ``a_j = 1`` when
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -95,6 +95,8 @@ def solve_structured(
 
 class FullRank(Strategy):
     """Attribute-Reveal from n flipped models (Algorithm 1)."""
+
+    ATTACKS: ClassVar[bool] = True
 
     kind = "full_rank"
 

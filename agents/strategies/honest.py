@@ -14,7 +14,7 @@ exact values, which the compliance side logs internally.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,6 +31,7 @@ from biasleak.agents.strategies.base import (
     StrategyConfig,
     Submit,
 )
+from biasleak.mechanisms.metrics import NOISY_METRICS
 
 __all__ = ["HonestSelection", "HonestSelectionConfig", "choose_deployment"]
 
@@ -40,7 +41,7 @@ class HonestSelectionConfig(StrategyConfig):
 
     kind: Literal["honest_selection"] = "honest_selection"
     candidates: int = Field(10, ge=2, description="number of candidate models K")
-    metric: Literal["sp", "abs_sp", "eo", "abs_eo"] = "sp"
+    metric: Literal[NOISY_METRICS] = "sp"  # type: ignore[valid-type]
     accuracy_tolerance: float = Field(0.01, ge=0.0, le=1.0)
     batch: bool = Field(False, strict=False, description="ask for all candidates in one query")
     c_min: float = Field(1e-3, gt=0.0, allow_inf_nan=False)
@@ -79,6 +80,8 @@ def _subsample(view: PublicView, size: int, rng: np.random.Generator) -> PublicV
 
 class HonestSelection(Strategy):
     """Honest model selection by fairness queries."""
+
+    ATTACKS: ClassVar[bool] = False
 
     kind = "honest_selection"
 

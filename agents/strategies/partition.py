@@ -19,7 +19,7 @@ partition itself.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -50,6 +50,8 @@ class AbsSpPartitionConfig(StrategyConfig):
 
 class AbsSpPartition(Strategy):
     """Theorem 7: partition everyone from |SP| answers."""
+
+    ATTACKS: ClassVar[bool] = True
 
     kind = "abs_sp_partition"
 

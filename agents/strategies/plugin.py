@@ -32,7 +32,7 @@ import re
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -224,6 +224,9 @@ def _array(value: Any, n: int, kinds: str, what: str) -> NDArray[Any]:
 
 class PluginStrategy(Strategy):
     """A plugin as the developer process sees it: every call goes to its sandbox and back."""
+
+    ATTACKS: ClassVar[bool] = True
+    ISOLATED: ClassVar[bool] = True
 
     kind = "plugin"
 

@@ -77,7 +77,7 @@ the services' replies (:class:`~biasleak.agents.strategies.base.DeveloperContext
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -362,6 +362,9 @@ class ProbePostprocessingConfig(StrategyConfig):
 class ProbePostprocessing(Strategy):
     """Differencing through DP post-processing: one (or two) people's attribute per request."""
 
+    ATTACKS: ClassVar[bool] = True
+    USES_SERVICE: ClassVar[bool] = True
+
     kind = "probe_postprocessing"
 
     def __init__(self, config: ProbePostprocessingConfig, context: DeveloperContext) -> None:
@@ -469,6 +472,9 @@ class DecodeOracleConfig(StrategyConfig):
 
 class DecodeOracle(Strategy):
     """Ask for the DP oracle learner and decode A from the classifiers and violations returned."""
+
+    ATTACKS: ClassVar[bool] = True
+    USES_SERVICE: ClassVar[bool] = True
 
     kind = "decode_oracle"
 

@@ -11,7 +11,7 @@ kept per organisation, they hold.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -108,6 +108,8 @@ class SybilCoordinator:
 
 class SybilShard(Strategy):
     """One identity of a Sybil adversary."""
+
+    ATTACKS: ClassVar[bool] = True
 
     kind = "sybil"
 

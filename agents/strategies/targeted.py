@@ -18,7 +18,7 @@ the smallest possible ``|v_j|``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -70,6 +70,8 @@ class _Targeted(Strategy):
         self.targets = list(dict.fromkeys(config.targets))  # unique, in order
         self.values: dict[int, float] = {}
         """Target -> recovered v_j (1/N1 or -1/N0 when exact)."""
+
+    ATTACKS: ClassVar[bool] = True
 
     def _publish(self) -> None:
         n = self.context.n

@@ -76,6 +76,7 @@ from numpy.typing import NDArray
 
 from biasleak.mechanisms.ceiling._pairs import Pair, discrete_laplace_shift
 from biasleak.mechanisms.grid import choose_grid
+from biasleak.mechanisms.metrics import ON_POSITIVES
 from biasleak.mechanisms.release import NOISY, PURE
 from biasleak.mechanisms.sensitivity import (
     attribute_conceal_beta,
@@ -97,8 +98,8 @@ __all__ = [
 
 Level = Literal["policy", "audit_set"]
 
-EO_FAMILY: Final = frozenset({"eo", "abs_eo"})
-"""Metrics computed among the people with y = 1."""
+EO_FAMILY: Final = ON_POSITIVES
+"""Metrics computed among the people with y = 1 (the metric registry's ``on_positives``)."""
 
 BAD_RELEASE = (
     "a release needs a mechanism in {allowed}, epsilon > 0, 0 <= delta < 1 and models >= 1; "

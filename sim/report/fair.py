@@ -24,17 +24,12 @@ from typing import Any, Final
 
 from biasleak.sim._optional import MissingExtra, skipped
 from biasleak.sim.fair_experiments import CELL_MARGIN, DATASETS, Outcome, Settings, select
+from biasleak.sim.paper_items import FAIR_EXPERIMENTS
 from biasleak.sim.report import figures
 from biasleak.sim.report.stats import eps_label, fmt, stat
 
-__all__ = ["CLOSE", "TITLES", "write_fair_report"]
+__all__ = ["CLOSE", "write_fair_report"]
 
-TITLES: Final[dict[str, str]] = {
-    "fair-postprocessing": "DP post-processing: Pareto frontiers of error and violation",
-    "fair-inprocessing": "The DP oracle learner: Pareto frontiers, original and upsampled x10",
-    "fair-convergence": "Both services as epsilon grows, beside fairlearn's references",
-}
-"""The report title of each experiment."""
 
 CLOSE: Final = 1.0
 """Points (percent) within which a private curve counts as close to a non-private one."""
@@ -729,7 +724,7 @@ def write_fair_report(outcome: Outcome, *, to: str | Path, command: str) -> Path
     s = outcome.settings
     _write_rows(outcome.rows, folder / "rows.csv")
     lines = [
-        f"# {TITLES[s.name]}",
+        f"# {FAIR_EXPERIMENTS[s.name]}",
         "",
         'Jagielski, Kearns, Mao, Oprea, Roth, Sharifi-Malvajerdi and Ullman, "Differentially '
         "Private Fair Learning\" (ICML 2019), reproduced with biasleak's compliance services "

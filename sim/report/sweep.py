@@ -24,13 +24,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Final
 
+from biasleak.agents.strategies import HONEST_KINDS
 from biasleak.sim._optional import MissingExtra, skipped
 from biasleak.sim.redteam import strongest_over_runs
 from biasleak.sim.report import figures
 from biasleak.sim.report.logs import RunLogs, load_rows
 from biasleak.sim.report.stats import fmt, num, stat
 from biasleak.sim.safety import CEILING_KEYS, safety
-from biasleak.sim.scenario import NOT_ATTACKS
 from biasleak.sim.sweep import RED_TEAM_PREFIX
 
 __all__ = ["SUMMARY_KEYS", "Verdict", "sweep_report", "verdict_lines"]
@@ -255,7 +255,7 @@ def _strongest(rs: list[dict[str, Any]], devs: list[str], logs: RunLogs) -> dict
                     "person_ceiling": _person(r, dev),
                 }
                 for dev in devs
-                if strategies.get(dev) is not None and strategies.get(dev) not in NOT_ATTACKS
+                if strategies.get(dev) is not None and strategies.get(dev) not in HONEST_KINDS
             ]
         )
     return strongest_over_runs("", runs, source="scenario")

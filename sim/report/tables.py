@@ -54,12 +54,12 @@ def _person(d: dict[str, Any]) -> str:
 
 def _strongest_leakage(summary: dict[str, Any]) -> float | None:
     """The highest leakage of a run's attackers (developers that are not honest)."""
-    from biasleak.sim.scenario import NOT_ATTACKS
+    from biasleak.agents.strategies import HONEST_KINDS
 
     values = [
         d["leakage"]
         for d in summary["developers"].values()
-        if d.get("strategy") not in NOT_ATTACKS and d.get("leakage") is not None
+        if d.get("strategy") not in HONEST_KINDS and d.get("leakage") is not None
     ]
     return max(values) if values else None
 

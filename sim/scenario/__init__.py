@@ -67,7 +67,6 @@ from biasleak.sim.scenario.limits import Limits
 from biasleak.sim.scenario.loading import Document, read_document, read_yaml
 from biasleak.sim.scenario.models import (
     ATTACK_KINDS,
-    NOT_ATTACKS,
     AuditorConfig,
     DeveloperConfig,
     ModelConfig,
@@ -87,7 +86,6 @@ __all__ = [
     "ATTACK_KINDS",
     "CANNOT_READ",
     "GERMAN_SIZE",
-    "NOT_ATTACKS",
     "NOT_A_MAPPING",
     "NOT_YAML",
     "STAGES",

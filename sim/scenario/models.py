@@ -39,7 +39,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from biasleak.agents.auditor import DETECTORS, DetectorSettings
 from biasleak.agents.compliance import ALERT_REACTIONS
-from biasleak.agents.strategies import ISOLATED_KINDS, STRATEGIES
+from biasleak.agents.strategies import HONEST_KINDS, ISOLATED_KINDS, STRATEGIES
 from biasleak.mechanisms._tagged import tagged_union
 from biasleak.mechanisms._validation import did_you_mean
 from biasleak.mechanisms.digests import text_digest
@@ -51,7 +51,6 @@ from biasleak.sim.scenario.policy import ComplianceConfig
 
 __all__ = [
     "ATTACK_KINDS",
-    "NOT_ATTACKS",
     "AuditorConfig",
     "DeveloperConfig",
     "ModelConfig",
@@ -117,10 +116,8 @@ class AuditorConfig(Strict):
 
 # -- red team ------------------------------------------------------------------------------------
 
-NOT_ATTACKS = frozenset({"honest_selection", "request_postprocessing", "request_fair_training"})
-"""Strategy kinds that do not try to reveal the protected attribute."""
 ATTACK_KINDS: tuple[str, ...] = tuple(
-    k for k in STRATEGIES if k not in NOT_ATTACKS and k not in ISOLATED_KINDS
+    k for k in STRATEGIES if k not in HONEST_KINDS and k not in ISOLATED_KINDS
 )
 """Every attack the library knows: the strategy registry without the honest strategies."""
 LISTED_ONLY: tuple[str, ...] = tuple(k for k in STRATEGIES if k in ISOLATED_KINDS)
@@ -156,7 +153,7 @@ class RedTeamConfig(Strict):
         problems = []
         for item in value:
             if item not in allowed:
-                why = "honest, not an attack" if item in NOT_ATTACKS else "unknown attack kind"
+                why = "honest, not an attack" if item in HONEST_KINDS else "unknown attack kind"
                 problems.append(f"{why} {item!r}{did_you_mean(item, allowed)}")
         if problems:
             raise ValueError("; ".join(problems) + f"; allowed attack kinds: {allowed}")

@@ -39,7 +39,7 @@ from biasleak.mechanisms import policy as pol
 from biasleak.mechanisms._tagged import tagged_union
 from biasleak.mechanisms.fair.budget import ACCOUNTANTS
 from biasleak.mechanisms.fair.oracle import MIXTURES
-from biasleak.mechanisms.metrics import METRICS
+from biasleak.mechanisms.metrics import METRICS, NOISY_METRICS
 from biasleak.mechanisms.policy import STAGES, Stage
 from biasleak.mechanisms.policy.noise import MIN_EPSILON
 from biasleak.sim.scenario.base import Strict
@@ -119,7 +119,7 @@ class ComplianceConfig(Strict):
     """The compliance team: metrics it answers and its policy stages."""
 
     metrics: list[Literal[METRICS]] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: ["sp", "abs_sp", "eo", "abs_eo"], min_length=1
+        default_factory=lambda: list(NOISY_METRICS), min_length=1
     )
     policy: list[Stage] = Field(default_factory=list)
     answer_hours: float = Field(0.1, ge=0.0, allow_inf_nan=False)

@@ -28,7 +28,7 @@ pairs were answered, with the inner compressed-sensing report in ``spread`` mode
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -69,6 +69,8 @@ class BudgetAwareConfig(SensingConfig):
 
 class BudgetAware(Strategy):
     """Plans its queries from a known per-model epsilon and budget."""
+
+    ATTACKS: ClassVar[bool] = True
 
     kind = "budget_aware"
 

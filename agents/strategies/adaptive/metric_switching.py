@@ -22,7 +22,7 @@ the one used, and the inner attack's own report.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -60,6 +60,8 @@ class MetricSwitchingConfig(SensingConfig):
 
 class MetricSwitching(Strategy):
     """Runs the attack through one metric after another until one is answered."""
+
+    ATTACKS: ClassVar[bool] = True
 
     kind = "metric_switching"
 

@@ -20,7 +20,7 @@ of one model to decide whether it must jitter its repeats (``jitter: auto``).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -68,6 +68,8 @@ def noise_verdict(answers: list[float]) -> tuple[str, float]:
 
 class NoiseProbe(Strategy):
     """Re-asks the base model to tell fresh noise from caching or exact answers."""
+
+    ATTACKS: ClassVar[bool] = True
 
     kind = "noise_probe"
 

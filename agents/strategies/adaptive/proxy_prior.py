@@ -28,7 +28,7 @@ The report adds the proxy's mean probability.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -45,7 +45,8 @@ from biasleak.agents.strategies.compressed_sensing import (
     Pending,
     SensingConfig,
 )
-from biasleak.agents.strategies.decoders import amp, lp_decoding
+from biasleak.agents.strategies.message_passing import amp
+from biasleak.agents.strategies.sparse_recovery import lp_decoding
 
 __all__ = [
     "NOISE_CHECKS",
@@ -101,6 +102,8 @@ def proxy_estimate(p: NDArray[np.float64], n0: int) -> NDArray[np.int8]:
 
 class ProxyPrior(CompressedSensing):
     """Compressed sensing weighted by a proxy model's beliefs."""
+
+    NEEDS_PROXY: ClassVar[bool] = True
 
     kind = "proxy_prior"
 
