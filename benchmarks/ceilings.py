@@ -56,8 +56,9 @@ compliance:
 
 def child(case: str) -> dict[str, Any]:
     """One run with its ceiling work timed (in its own process)."""
-    from biasleak.sim import _tally, exposure
+    from biasleak.sim import exposure
     from biasleak.sim.scenario import load_scenario, parse_scenario
+    from biasleak.sim.summary import tally as _tally
     from biasleak.sim.world import run_scenario
 
     spent = {"accounting": 0.0, "answers": 0.0, "levels": 0.0}

@@ -126,11 +126,9 @@ def _adult() -> tuple[np.ndarray, np.ndarray]:
 
 def noisy(quick: bool) -> tuple[list[dict], list[str]]:
     """The noisy section: one row per (m, eps, decoder), and what was skipped."""
-    from biasleak.agents.strategies.decoders import (
-        NoiseModel,
-        decode_statistical_parity,
-        tilted_prior,
-    )
+    from biasleak.agents.strategies.decoders import decode_statistical_parity
+    from biasleak.agents.strategies.message_passing import tilted_prior
+    from biasleak.agents.strategies.noise_model import NoiseModel
     from biasleak.mechanisms.metrics import statistical_parity
     from biasleak.mechanisms.sensitivity import global_sensitivity
     from biasleak.sim.evaluation import leakage

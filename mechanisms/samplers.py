@@ -106,9 +106,9 @@ continuous mass and an exact conditioned sampler through certified inverse CDFs 
 Where the parts live. This module holds the three safe release paths that put the parts together
 (:func:`safe_laplace`, :func:`safe_gaussian`, :func:`safe_continuous`, called by
 :mod:`~biasleak.mechanisms.calibrate` and the named mechanisms of
-:mod:`~biasleak.mechanisms.release`) and re-exports the parts: the grid step and rounding
-(:mod:`~biasleak.mechanisms.grid`), the exact discrete samplers
-(:mod:`~biasleak.mechanisms.discrete_noise`), the exactly rounded continuous noise
+:mod:`~biasleak.mechanisms.release`); the parts live in their own modules, and are imported from
+there: the grid step and rounding (:mod:`~biasleak.mechanisms.grid`), the exact discrete
+samplers (:mod:`~biasleak.mechanisms.discrete_noise`), the exactly rounded continuous noise
 (:mod:`~biasleak.mechanisms.rounded_noise`) and the discrete Gaussian's calibration
 (:mod:`~biasleak.mechanisms.gaussian_sigma`).
 
@@ -132,60 +132,27 @@ import numpy as np
 from numpy.typing import NDArray
 
 from biasleak.mechanisms.discrete_noise import (
-    SCALE_NOT_POSITIVE,
-    bernoulli_exp,
     discrete_gaussian,
-    discrete_gaussian_pmf,
     discrete_laplace,
-    discrete_laplace_pmf,
     truncated_discrete_laplace,
 )
 from biasleak.mechanisms.gaussian_sigma import (
     analytic_gaussian_sigma,
     discrete_gaussian_sigma,
-    zcdp_delta,
 )
 from biasleak.mechanisms.grid import (
-    GRID_BITS,
-    GRID_SCALE_INVALID,
-    GRID_TOO_FINE,
     choose_grid,
     grid_ints,
-    on_grid,
 )
 from biasleak.mechanisms.rounded_noise import (
-    RELATIVE_SLACK,
-    SMOOTH_RELATIVE_SLACK,
-    Family,
     rounded_continuous,
-    safe_smooth_sensitivity,
 )
 
 __all__ = [
-    "GRID_BITS",
-    "GRID_SCALE_INVALID",
-    "GRID_TOO_FINE",
-    "RELATIVE_SLACK",
-    "SCALE_NOT_POSITIVE",
     "SIGMA2_DENOMINATOR",
-    "SMOOTH_RELATIVE_SLACK",
-    "Family",
-    "bernoulli_exp",
-    "choose_grid",
-    "discrete_gaussian",
-    "discrete_gaussian_pmf",
-    "discrete_gaussian_sigma",
-    "discrete_laplace",
-    "discrete_laplace_pmf",
-    "grid_ints",
-    "on_grid",
-    "rounded_continuous",
     "safe_continuous",
     "safe_gaussian",
     "safe_laplace",
-    "safe_smooth_sensitivity",
-    "truncated_discrete_laplace",
-    "zcdp_delta",
 ]
 
 SIGMA2_DENOMINATOR: Final = 1024

@@ -6,6 +6,6 @@ It holds the bundled data sets (:mod:`biasleak.sim.datasets`), scenario files
 typed run summaries (:mod:`biasleak.sim.summary`), the red team (:mod:`biasleak.sim.redteam`),
 sweeps (:mod:`biasleak.sim.sweep`, pools in :mod:`biasleak.sim.executors`), tables and reports
 (:mod:`biasleak.sim.report`), the demo (:mod:`biasleak.sim.demo`) and the ``biasleak`` command
-line (:mod:`biasleak.sim.cli`, commands in :mod:`biasleak.sim.commands`). It may import
+line (:mod:`biasleak.sim.cli`, commands in :mod:`biasleak.sim.cli.commands`). It may import
 :mod:`biasleak.agents` and :mod:`biasleak.mechanisms`; nothing imports it from below.
 """

@@ -11,7 +11,7 @@ and wrong, how much of the disadvantaged group it exposes at a 1% false-positive
 (:func:`calibration`). The estimate itself goes to the run's side file.
 
 The run's summary, rebuilt from these events and the rest of the log, is
-:func:`biasleak.sim.summary.summarize`; it is re-exported here, where it used to live.
+:func:`biasleak.sim.summary.summarize`.
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from biasleak.agents.strategies import Estimate
-from biasleak.sim.summary import summarize
 
-__all__ = ["Evaluator", "calibration", "leakage", "summarize", "tpr_at_fpr"]
+__all__ = ["Evaluator", "calibration", "leakage", "tpr_at_fpr"]
 
 
 CONFIDENT = 0.5

@@ -48,7 +48,8 @@ from biasleak.agents.strategies.adaptive import (
     SequentialCS,
     SequentialCSConfig,
 )
-from biasleak.agents.strategies.decoders import NoiseModel, decode_statistical_parity
+from biasleak.agents.strategies.decoders import decode_statistical_parity
+from biasleak.agents.strategies.noise_model import NoiseModel
 from biasleak.agents.strategies.sybil import SybilConfig, SybilShard, sybil_shards
 from biasleak.mechanisms import metrics
 from biasleak.sim import datasets

@@ -38,17 +38,16 @@ from biasleak.agents.strategies.compressed_sensing import (
     CompressedSensing,
     CompressedSensingConfig,
 )
-from biasleak.agents.strategies.decoders import (
-    EXACT,
-    NoiseModel,
+from biasleak.agents.strategies.decoders import decode_statistical_parity
+from biasleak.agents.strategies.group_sizes import least_squares_group_size
+from biasleak.agents.strategies.message_passing import (
     amp,
-    decode_statistical_parity,
-    lasso,
-    least_squares_group_size,
+    laplace_channel,
+    row_mean_total,
     tilted_prior,
 )
-from biasleak.agents.strategies.message_passing import laplace_channel, row_mean_total
-from biasleak.agents.strategies.sparse_recovery import stagewise
+from biasleak.agents.strategies.noise_model import EXACT, NoiseModel
+from biasleak.agents.strategies.sparse_recovery import lasso, stagewise
 from biasleak.agents.strategies.sybil import SybilConfig, sybil_shards
 from biasleak.mechanisms import metrics
 from biasleak.mechanisms.sensitivity import global_sensitivity

@@ -17,11 +17,11 @@ from biasleak.mechanisms.ceiling import (
     ceilings,
     proxy_prior_ceiling,
 )
-from biasleak.sim.evaluation import calibration, leakage, summarize, tpr_at_fpr
+from biasleak.sim.evaluation import calibration, leakage, tpr_at_fpr
 from biasleak.sim.report import aggregate, compare_rows, format_compare, format_run
 from biasleak.sim.runlog import read_log
 from biasleak.sim.scenario import parse_scenario
-from biasleak.sim.summary import DeveloperSummary, RunSummary
+from biasleak.sim.summary import DeveloperSummary, RunSummary, summarize
 from biasleak.sim.world import run_scenario
 
 TRUTH = np.array([0, 0, 1, 1, 1, 1, 1, 1, 1, 1])

@@ -11,9 +11,9 @@ import pytest
 
 from biasleak.mechanisms.ceiling import PersonLedger, person_bounds
 from biasleak.mechanisms.policy.noise import UNDEFINED
-from biasleak.sim.evaluation import summarize
 from biasleak.sim.runlog import read_log
 from biasleak.sim.scenario import parse_scenario
+from biasleak.sim.summary import summarize
 from biasleak.sim.world import run_scenario
 
 SMALL = """

@@ -16,7 +16,15 @@ import pytest
 from numpy.typing import NDArray
 from scipy import stats
 
-from biasleak.mechanisms import metrics, release, rounded_noise, samplers, sensitivity
+from biasleak.mechanisms import (
+    discrete_noise,
+    gaussian_sigma,
+    grid,
+    metrics,
+    release,
+    rounded_noise,
+    sensitivity,
+)
 
 # --------------------------------------------------------------------------------------------
 # shared test functions
@@ -58,26 +66,28 @@ def exact_pair(n1: int, n0: int) -> tuple[float, float]:
 
 @pytest.mark.parametrize(("t", "s"), [(1, 1), (3, 2), (10, 1), (7, 3)])
 def test_discrete_laplace_matches_its_pmf(t: int, s: int) -> None:
-    draws = samplers.discrete_laplace(t, s, 100_000, np.random.default_rng(t * 10 + s))
+    draws = discrete_noise.discrete_laplace(t, s, 100_000, np.random.default_rng(t * 10 + s))
     assert draws.dtype == np.int64
     scale = t / s
-    p = chi_square_pvalue(draws, lambda k: samplers.discrete_laplace_pmf(k, scale), 12 * t)
+    p = chi_square_pvalue(draws, lambda k: discrete_noise.discrete_laplace_pmf(k, scale), 12 * t)
     assert p > 1e-4
     # power: the pmf of a scale 20 % smaller is rejected
     wrong = chi_square_pvalue(
-        draws, lambda k: samplers.discrete_laplace_pmf(k, 0.8 * scale), 12 * t
+        draws, lambda k: discrete_noise.discrete_laplace_pmf(k, 0.8 * scale), 12 * t
     )
     assert wrong < 1e-10
 
 
 @pytest.mark.parametrize("sigma2", [Fraction(1, 2), Fraction(9, 4), Fraction(25)])
 def test_discrete_gaussian_matches_its_pmf(sigma2: Fraction) -> None:
-    draws = samplers.discrete_gaussian(sigma2, 60_000, np.random.default_rng(int(sigma2 * 4)))
+    draws = discrete_noise.discrete_gaussian(sigma2, 60_000, np.random.default_rng(int(sigma2 * 4)))
     half = math.ceil(8 * math.sqrt(sigma2))
-    p = chi_square_pvalue(draws, lambda k: samplers.discrete_gaussian_pmf(k, float(sigma2)), half)
+    p = chi_square_pvalue(
+        draws, lambda k: discrete_noise.discrete_gaussian_pmf(k, float(sigma2)), half
+    )
     assert p > 1e-4
     wrong = chi_square_pvalue(
-        draws, lambda k: samplers.discrete_gaussian_pmf(k, 0.7 * float(sigma2)), half
+        draws, lambda k: discrete_noise.discrete_gaussian_pmf(k, 0.7 * float(sigma2)), half
     )
     assert wrong < 1e-10
 
@@ -92,7 +102,7 @@ def test_bernoulli_exp_has_the_exact_mean(num: int, den: int) -> None:
     big = num >= 2**62 or den >= 2**62
     arr_n = np.full(n, num, dtype=object if big else np.int64)
     arr_d = np.full(n, den, dtype=object if big else np.int64)
-    hits = int(np.sum(samplers.bernoulli_exp(arr_n, arr_d, np.random.default_rng(num % 97))))
+    hits = int(np.sum(discrete_noise.bernoulli_exp(arr_n, arr_d, np.random.default_rng(num % 97))))
     p = math.exp(-num / den)
     if p == 1.0:
         assert hits == n
@@ -104,7 +114,9 @@ def test_truncated_discrete_laplace_matches_the_conditioned_pmf() -> None:
     rng = np.random.default_rng(5)
     # wide range against the scale (Laplace proposal) and narrow (uniform proposal)
     for low, high, centre, t in ((-20, 20, 5, 3), (-3, 3, 2, 40), (0, 10, -7, 4)):
-        draws = samplers.truncated_discrete_laplace(np.full(40_000, centre), low, high, t, 1, rng)
+        draws = discrete_noise.truncated_discrete_laplace(
+            np.full(40_000, centre), low, high, t, 1, rng
+        )
         assert draws.min() >= low and draws.max() <= high
         support = np.arange(low, high + 1)
         weights = np.exp(-np.abs(support - np.clip(centre, low, high)) / t)
@@ -121,7 +133,7 @@ def test_safe_smooth_sensitivity_is_beta_smooth_and_an_upper_bound() -> None:
         def at(b: float, g: int = g) -> float:
             return sensitivity.smooth_sensitivity("sp", n1=g, n0=n - g, m=m, beta=b)
 
-        safe = samplers.safe_smooth_sensitivity(at, beta=beta, n=n, m=m)
+        safe = rounded_noise.safe_smooth_sensitivity(at, beta=beta, n=n, m=m)
         assert safe >= at(beta) * (1 + 1e-9)
         values.append(safe)
     v = np.array(values)
@@ -132,10 +144,10 @@ def test_discrete_gaussian_sigma_meets_the_exact_privacy_profile() -> None:
     # one integer query of sensitivity 3: the hockey-stick divergence of N_Z(0, s^2) and
     # N_Z(3, s^2), summed exactly over the integers, must not exceed delta
     k, eps, delta = 3.0, 1.0, 1e-5
-    sigma = samplers.discrete_gaussian_sigma(k, eps, delta)
+    sigma = gaussian_sigma.discrete_gaussian_sigma(k, eps, delta)
     z = np.arange(-int(60 * sigma), int(60 * sigma) + 1)
-    p = samplers.discrete_gaussian_pmf(z, sigma**2)
-    q = samplers.discrete_gaussian_pmf(z - 3, sigma**2)
+    p = discrete_noise.discrete_gaussian_pmf(z, sigma**2)
+    q = discrete_noise.discrete_gaussian_pmf(z - 3, sigma**2)
     assert float(np.sum(np.maximum(p - math.exp(eps) * q, 0.0))) <= delta
     # and is not absurdly loose: the analytic continuous sigma is within 25 %
     analytic = release.analytic_gaussian_sigma(l2_sensitivity=k, epsilon=eps, delta=delta)
@@ -365,8 +377,8 @@ def test_safe_laplace_outputs_have_positive_probability_under_both_neighbours() 
     t_many = round(many.noise_scale / many.grid)
     # the discrete Laplace has full support on the integers: every output has positive
     # probability from either centre, and the likelihood ratio is within e^eps
-    p = samplers.discrete_laplace_pmf(y - k, t_many)
-    p2 = samplers.discrete_laplace_pmf(y - k2, t_many)
+    p = discrete_noise.discrete_laplace_pmf(y - k, t_many)
+    p2 = discrete_noise.discrete_laplace_pmf(y - k2, t_many)
     assert np.all(p > 0) and np.all(p2 > 0)
     assert np.all(np.abs(np.log(p) - np.log(p2)) <= eps + 1e-9)
     assert t >= 1
@@ -415,7 +427,7 @@ def test_rounded_continuous_is_the_rounding_of_the_53_bit_draw(family: str) -> N
     # the first 53 bits pin down
     v = np.full(300, 0.3)
     for gamma in (2.0**-20, 2.0**-70):
-        out = samplers.rounded_continuous(v, 0.5, family, gamma, np.random.default_rng(21))
+        out = rounded_noise.rounded_continuous(v, 0.5, family, gamma, np.random.default_rng(21))
         np.testing.assert_array_equal(out / gamma, np.round(out / gamma))
         k = np.random.default_rng(21).integers(0, 1 << 53, size=v.size)
         law = stats.laplace if family == "laplace" else stats.cauchy
@@ -427,7 +439,7 @@ def test_rounded_continuous_is_the_rounding_of_the_53_bit_draw(family: str) -> N
 
 @pytest.mark.parametrize("family", ["laplace", "cauchy"])
 def test_rounded_continuous_follows_the_continuous_law(family: str) -> None:
-    out = samplers.rounded_continuous(
+    out = rounded_noise.rounded_continuous(
         np.full(50_000, -0.25), 0.1, family, 2.0**-24, np.random.default_rng(22)
     )
     law = (stats.laplace if family == "laplace" else stats.cauchy)(loc=-0.25, scale=0.1)
@@ -437,10 +449,10 @@ def test_rounded_continuous_follows_the_continuous_law(family: str) -> None:
 
 
 def test_grid_is_a_power_of_two_below_the_public_bound() -> None:
-    g = samplers.choose_grid(0.3, 1.7)
+    g = grid.choose_grid(0.3, 1.7)
     assert g == 2.0**-22  # 0.3 * 2^-20 lies in [2^-22, 2^-21)
     with pytest.raises(ValueError, match="positive and finite"):
-        samplers.choose_grid(0.0)
+        grid.choose_grid(0.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -474,7 +486,7 @@ def test_discrete_laplace_agrees_with_opendp(t: int, s: int) -> None:
         dp.vector_domain(dp.atom_domain(T=int)), dp.l1_distance(T=int), scale=t / s
     )
     theirs = np.asarray(meas([0] * n), dtype=np.int64)
-    ours = samplers.discrete_laplace(t, s, n, np.random.default_rng(t + s))
+    ours = discrete_noise.discrete_laplace(t, s, n, np.random.default_rng(t + s))
     assert two_sample_pvalue(ours, theirs) > 1e-6
 
 
@@ -486,7 +498,9 @@ def test_discrete_gaussian_agrees_with_opendp(sigma: float) -> None:
         dp.vector_domain(dp.atom_domain(T=int)), dp.l2_distance(T=int), scale=sigma
     )
     theirs = np.asarray(meas([0] * n), dtype=np.int64)
-    ours = samplers.discrete_gaussian(Fraction(sigma) ** 2, n, np.random.default_rng(int(sigma)))
+    ours = discrete_noise.discrete_gaussian(
+        Fraction(sigma) ** 2, n, np.random.default_rng(int(sigma))
+    )
     assert two_sample_pvalue(ours, theirs) > 1e-6
 
 

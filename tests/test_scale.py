@@ -31,8 +31,9 @@ from biasleak.agents.strategies.compressed_sensing import (
     CompressedSensingConfig,
     EoRevealConfig,
 )
-from biasleak.agents.strategies.decoders import NoiseModel, decode_statistical_parity
+from biasleak.agents.strategies.decoders import decode_statistical_parity
 from biasleak.agents.strategies.model_source import PerturbedModels
+from biasleak.agents.strategies.noise_model import NoiseModel
 from biasleak.mechanisms.metrics import statistical_parity_weights
 from biasleak.mechanisms.policy import AuditSet, Policy
 from biasleak.sim import datasets

@@ -40,8 +40,9 @@ from biasleak.agents.strategies import (
     build_strategy,
 )
 from biasleak.agents.strategies.compressed_sensing import CompressedSensingConfig
-from biasleak.agents.strategies.decoders import basis_pursuit, decode_statistical_parity
+from biasleak.agents.strategies.decoders import decode_statistical_parity
 from biasleak.agents.strategies.honest import HonestSelectionConfig, choose_deployment
+from biasleak.agents.strategies.sparse_recovery import basis_pursuit
 from biasleak.mechanisms.policy import AuditSet, Budget, Noise, Policy, RateLimit
 from biasleak.sim import datasets
 from biasleak.sim.cli import main

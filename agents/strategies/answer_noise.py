@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from biasleak.agents.strategies.base import AnswerInfo
-from biasleak.agents.strategies.decoders import EXACT, NoiseModel
+from biasleak.agents.strategies.noise_model import EXACT, NoiseModel
 from biasleak.mechanisms.release import analytic_gaussian_sigma
 from biasleak.mechanisms.sensitivity import global_sensitivity
 

@@ -73,7 +73,8 @@ Where each part lives: the programs for exact answers (``omp``, ``basis_pursuit`
 :class:`NoiseModel` in :mod:`~biasleak.agents.strategies.noise_model`; the group-size estimate
 from many answers in :mod:`~biasleak.agents.strategies.group_sizes`. This module sets up the
 system (the sign-corrected eta above), chooses the method and turns s or the posterior into a
-guess (:func:`decode_statistical_parity`); it re-exports the others' public names.
+guess (:func:`decode_statistical_parity`); each name is imported from the module that
+defines it.
 """
 
 from __future__ import annotations
@@ -84,22 +85,11 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
-from biasleak.agents.strategies.group_sizes import least_squares_group_size
 from biasleak.agents.strategies.message_passing import (
-    AMP_DAMPING,
-    AMP_ITERATIONS,
-    AMP_TOLERANCE,
-    MILLS_RANGE,
-    TILT_SIGNIFICANCE,
     amp,
-    tilted_prior,
 )
 from biasleak.agents.strategies.noise_model import (
-    BAD_NOISE_KIND,
-    BAD_NOISE_SCALE,
     EXACT,
-    NOISE_KINDS,
-    NoiseKind,
     NoiseModel,
 )
 from biasleak.agents.strategies.sparse_recovery import (
@@ -111,28 +101,9 @@ from biasleak.agents.strategies.sparse_recovery import (
 )
 
 __all__ = [
-    "AMP_DAMPING",
-    "AMP_ITERATIONS",
-    "AMP_TOLERANCE",
-    "BAD_NOISE_KIND",
-    "BAD_NOISE_SCALE",
-    "EXACT",
     "METHODS",
-    "MILLS_RANGE",
-    "NOISE_KINDS",
-    "TILT_SIGNIFICANCE",
     "DecodeResult",
-    "NoiseKind",
-    "NoiseModel",
-    "amp",
-    "basis_pursuit",
-    "basis_pursuit_cvxpy",
     "decode_statistical_parity",
-    "lasso",
-    "least_squares_group_size",
-    "lp_decoding",
-    "omp",
-    "tilted_prior",
 ]
 
 METHODS: Final[tuple[str, ...]] = (

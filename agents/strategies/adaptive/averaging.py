@@ -42,7 +42,7 @@ from biasleak.agents.strategies.compressed_sensing import (
     Pending,
     SensingConfig,
 )
-from biasleak.agents.strategies.decoders import EXACT, NoiseModel
+from biasleak.agents.strategies.noise_model import EXACT, NoiseModel
 
 __all__ = ["Averaging", "AveragingConfig", "median_spread"]
 

@@ -66,22 +66,21 @@ same command.
 
 The options several commands share (``--seed`` and ``--set``, ``--json``, ``--workers`` with
 ``--executor`` and ``--address``, ``--log-dir``, ``--out``) are defined once, as parent parsers
-that each subcommand composes. What a command does lives in :mod:`biasleak.sim.commands` (and
+that each subcommand composes. What a command does lives in :mod:`biasleak.sim.cli.commands` (and
 :mod:`biasleak.sim.demo`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
-from pathlib import Path
 
-from biasleak.sim import commands
+from biasleak.sim.cli import commands
 from biasleak.sim.executors import terminate_as_interrupt
 from biasleak.sim.exercise import command as exercise
+from biasleak.sim.paper_items import FAIR_EXPERIMENTS, PAPER_ITEMS
 
 PLANNED: tuple[str, ...] = ()
 
@@ -197,17 +196,12 @@ def _output_options(*, log_dir: bool = False, out: bool = False) -> argparse.Arg
 
 
 def _paper_names() -> str:
-    """The paper items ``report --paper`` and ``paper`` know, from the published data (read
-    directly: importing the report package would slow every command's start)."""
-    published = Path(__file__).parent / "report" / "published.json"
-    *first, last = list(json.loads(published.read_text(encoding="utf-8"))["items"])
+    """The paper items ``report --paper`` and ``paper`` know, in words."""
+    *first, last = PAPER_ITEMS
     return f"{', '.join(first)} or {last}"
 
 
 PAPER_NAMES = _paper_names()
-FAIR_PAPERS: tuple[str, ...] = ("fair-postprocessing", "fair-inprocessing", "fair-convergence")
-"""The fair-learning experiments ``paper`` also runs (:data:`biasleak.sim.fair_experiments.
-EXPERIMENTS`, named here so that building the parser imports nothing heavy)."""
 SEEDS_PER_POINT = "seeds per grid point"
 PARALLEL_RUNS = "parallel runs (default 1)"
 
@@ -302,7 +296,7 @@ def _parser() -> argparse.ArgumentParser:
         parents=[_seeds_option(SEEDS_PER_POINT, default=None), _pool_options(PARALLEL_RUNS)],
     )
     paper.add_argument(
-        "name", help=f"{PAPER_NAMES}; or a fair-learning experiment: {', '.join(FAIR_PAPERS)}"
+        "name", help=f"{PAPER_NAMES}; or a fair-learning experiment: {', '.join(FAIR_EXPERIMENTS)}"
     )
     paper.add_argument(
         "--scenarios",

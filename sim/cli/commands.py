@@ -27,6 +27,7 @@ from typing import Any
 
 from biasleak.sim.executors import Terminated, pool
 from biasleak.sim.outputs import compare_labels, log_name, output_problems
+from biasleak.sim.paper_items import FAIR_EXPERIMENTS
 
 __all__ = [
     "EXIT_STOPPED",
@@ -133,7 +134,7 @@ def _privacy_audit(scenario: Any, args: argparse.Namespace, red: Any = None) -> 
 
     strongest = None if red is None or red.strongest is None else red.strongest.get("kind")
     if strongest is not None:
-        from biasleak.sim.redteam_plan import plan_attacks
+        from biasleak.sim.redteam.plan import plan_attacks
 
         seed = scenario.seed if args.seed is None else int(args.seed)
         plans = plan_attacks(scenario.model_copy(update={"seed": seed}), [strongest])
@@ -301,10 +302,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     """``biasleak replay``: 0 when the rebuilt summary equals the stored one, 1 when it differs
     or the log is truncated (no summary line: the run did not finish)."""
-    from biasleak.sim.evaluation import summarize
     from biasleak.sim.report import format_run
     from biasleak.sim.runlog import dumps, jsonable
-    from biasleak.sim.runlog_read import LogFormatError, read_log
+    from biasleak.sim.runlog.read import LogFormatError, read_log
+    from biasleak.sim.summary import summarize
 
     try:
         events = list(read_log(args.log))
@@ -411,10 +412,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-FAIR_PAPERS = ("fair-postprocessing", "fair-inprocessing", "fair-convergence")
-"""The fair-learning experiments of ``paper`` (:mod:`biasleak.sim.fair_experiments`)."""
-
-
 def _cmd_fair_paper(args: argparse.Namespace) -> int:
     """``biasleak paper fair-*``: run the experiment, then write its report."""
     from biasleak.sim.fair_experiments import run_experiment, settings_for
@@ -443,21 +440,17 @@ def _cmd_fair_paper(args: argparse.Namespace) -> int:
 
 def cmd_paper(args: argparse.Namespace) -> int:
     """``biasleak paper``."""
-    if args.name in FAIR_PAPERS:
+    if args.name in FAIR_EXPERIMENTS:
         return _cmd_fair_paper(args)
     if getattr(args, "quick", False):
-        return _fail([f"biasleak paper: --quick is for {', '.join(FAIR_PAPERS)} only"])
+        return _fail([f"biasleak paper: --quick is for {', '.join(FAIR_EXPERIMENTS)} only"])
     from biasleak.sim.report import PAPER_FILES, write_report
     from biasleak.sim.scenario import ScenarioError
     from biasleak.sim.sweep import run_sweep
 
     if args.name not in PAPER_FILES:
-        return _fail(
-            [
-                f"biasleak paper: NAME must be one of {list(PAPER_FILES) + list(FAIR_PAPERS)}; "
-                f"got {args.name!r}"
-            ]
-        )
+        allowed = list(PAPER_FILES) + list(FAIR_EXPERIMENTS)
+        return _fail([f"biasleak paper: NAME must be one of {allowed}; got {args.name!r}"])
     problems = _count_problems(args)
     if problems:
         return _fail(problems)

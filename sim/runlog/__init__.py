@@ -36,7 +36,7 @@ the limit, and the file keeps only whole lines (the refused event is not written
 counts the header and the events; the summary line comes on top.
 
 Reading a log back (:func:`read_log`, :class:`LogFormatError`) is the concern of
-:mod:`biasleak.sim.runlog_read`; this module keeps those names importable too.
+:mod:`biasleak.sim.runlog.read`; this module keeps those names importable too.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from typing import Any, BinaryIO, Final
 import numpy as np
 import structlog
 
-from biasleak.sim.runlog_read import OPEN_LOGS, LogFormatError, read_log
+from biasleak.sim.runlog.read import OPEN_LOGS, LogFormatError, read_log
 
 try:
     import fcntl

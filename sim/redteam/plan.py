@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from biasleak.agents.services import SERVICE_KINDS
 from biasleak.agents.strategies import (
+    HONEST_KINDS,
     ISOLATED_KINDS,
     PROXY_KINDS,
     STRATEGIES,
@@ -50,7 +51,7 @@ from biasleak.agents.strategies import (
     build_strategies,
 )
 from biasleak.mechanisms.policy import Budget, Noise
-from biasleak.sim.scenario import ATTACK_KINDS, NOT_ATTACKS, DeveloperConfig, Scenario
+from biasleak.sim.scenario import ATTACK_KINDS, DeveloperConfig, Scenario
 
 __all__ = ["ORGANIZATION", "PROBE_STEPS", "AttackPlan", "plan_attacks", "world_of"]
 
@@ -223,7 +224,7 @@ def world_of(scenario: Scenario, plan: AttackPlan) -> Scenario:
     """The world one attack runs in: the scenario's honest developers and that attacker."""
     if plan.developer is None:
         raise ValueError(f"attack {plan.kind!r} does not apply: {plan.reason}")
-    honest = [d for d in scenario.developers if d.strategy.kind in NOT_ATTACKS]
+    honest = [d for d in scenario.developers if d.strategy.kind in HONEST_KINDS]
     return scenario.model_copy(
         update={
             "name": f"{scenario.name}.redteam.{plan.kind}",

@@ -18,8 +18,8 @@ One world per attack
 
 Planning
     Which attacks apply, how each is configured and the world each runs in are decided first,
-    from the scenario and the public data alone (:mod:`biasleak.sim.redteam_plan`); the tables
-    that print the findings are in :mod:`biasleak.sim.redteam_tables`.
+    from the scenario and the public data alone (:mod:`biasleak.sim.redteam.plan`); the tables
+    that print the findings are in :mod:`biasleak.sim.redteam.tables`.
 
 The verdict
     The strongest attack is the one with the highest leakage (balanced accuracy of its estimate,
@@ -40,10 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from biasleak.sim.redteam_plan import AttackPlan, plan_attacks, world_of
-from biasleak.sim.redteam_tables import format_red_team, format_strongest
+from biasleak.agents.strategies import HONEST_KINDS
+from biasleak.sim.redteam.plan import AttackPlan, plan_attacks, world_of
+from biasleak.sim.redteam.tables import format_red_team, format_strongest
 from biasleak.sim.safety import CEILING_KEYS, person_bound, policy_ceilings
-from biasleak.sim.scenario import NOT_ATTACKS, Scenario
+from biasleak.sim.scenario import Scenario
 
 __all__ = [
     "AttackPlan",
@@ -125,7 +126,7 @@ def _record(plan: AttackPlan, summary: dict[str, Any]) -> dict[str, Any]:
             "metric_error": d.get("metric_error"),
         }
         for ident, d in summary["developers"].items()
-        if d.get("strategy") in NOT_ATTACKS
+        if d.get("strategy") in HONEST_KINDS
     }
     compliance = summary.get("compliance", {})
     return {
@@ -232,7 +233,7 @@ def scenario_attacks(summary: dict[str, Any]) -> list[dict[str, Any]]:
             "ceiling_kind": d.get("ceiling_kind"),
         }
         for ident, d in summary.get("developers", {}).items()
-        if d.get("strategy") not in NOT_ATTACKS
+        if d.get("strategy") not in HONEST_KINDS
     ]
 
 

@@ -236,8 +236,17 @@ class Tally:
             d["refused"]["timeout"] = d["refused"].get("timeout", 0) + 1
 
     def service_answered(self, e: dict[str, Any]) -> None:
-        """A service ran: its charge, and its releases for the ceilings."""
+        """A service ran: its charge, and its releases for the ceilings (a result served from
+        the cache counts only when it was first released to another identity)."""
         self.epsilon_spent += _number(e["epsilon_charged"])
+        if e.get("cached"):
+            if not e.get("foreign"):
+                return
+            e = {
+                **e,
+                "epsilon_charged": e["first_epsilon_charged"],
+                "delta_charged": e["first_delta_charged"],
+            }
         for spec in service_specs(e):
             self._add(e["sender"], e.get("organization"), spec)
 

@@ -45,7 +45,7 @@ from pydantic import ConfigDict, with_config
 # pydantic accepts only typing_extensions' TypedDict before Python 3.12 (the tests validate)
 from typing_extensions import TypedDict
 
-from biasleak.sim._tally import (
+from biasleak.sim.summary.tally import (
     HANDLERS,
     METRIC_ROUTE,
     Tally,

@@ -19,7 +19,7 @@ a cluster. Results go to ``OUT/``:
 - ``results.jsonl``: one line per finished run, appended as runs finish (the record a resumed
   sweep reads);
 - ``results.csv`` (and ``results.parquet`` when pyarrow is installed): one tidy row per run
-  (:mod:`biasleak.sim.sweep_rows` makes the rows and reads them back) with
+  (:mod:`biasleak.sim.sweep.rows` makes the rows and reads them back) with
   ``run_id``, ``seed``, ``status``, ``error``, every grid key under its dotted path, the proxy-only
   baseline, and for each developer ``<id>.leakage``, ``<id>.answered``, ``<id>.epsilon_spent``,
   ... and the compliance team's ``compliance.*`` figures; for a scenario with a ``red_team``,
@@ -67,7 +67,7 @@ from biasleak.sim.scenario import (
     read_yaml,
     scenario_hash,
 )
-from biasleak.sim.sweep_rows import (
+from biasleak.sim.sweep.rows import (
     RED_TEAM_PREFIX,
     flatten,
     flatten_red_team,
@@ -82,7 +82,7 @@ __all__ = [
     "Task",
     "close_executor",  # with make_executor, from biasleak.sim.executors (they lived here first)
     "expand",
-    "flatten",  # with flatten_red_team and iter_rows, from biasleak.sim.sweep_rows
+    "flatten",  # with flatten_red_team and iter_rows, from biasleak.sim.sweep.rows
     "flatten_red_team",
     "iter_rows",
     "make_executor",
