@@ -699,7 +699,8 @@ def audit_scenario(
     confidence : float
         Probability with which all the report's lower bounds hold at once (Bonferroni).
     """
-    from biasleak.sim.world import _prepared, rng_for
+    from biasleak.sim.world import rng_for
+    from biasleak.sim.world.data import prepared
 
     started = time.perf_counter()
     if isinstance(trials, bool) or not isinstance(trials, int) or not 4 <= trials <= MAX_TRIALS:
@@ -714,8 +715,8 @@ def audit_scenario(
     noise = policy.noise
     data_cfg = resolved.data.model_dump(mode="json", exclude_none=True)
     data_seed = resolved.data.seed if resolved.data.seed is not None else run_seed
-    prepared = _prepared(json.dumps(data_cfg, sort_keys=True), data_seed, resolved.model.C)
-    data, h0 = prepared[0], prepared[1]
+    shared = prepared(json.dumps(data_cfg, sort_keys=True), data_seed, resolved.model.C)
+    data, h0 = shared[0], shared[1]
     protected = np.asarray(data.protected, dtype=np.bool_)
     labels = np.asarray(data.public.audit.labels, dtype=np.bool_)
     n11 = int(np.count_nonzero(protected & labels))

@@ -27,7 +27,8 @@ from biasleak.agents.strategies import STRATEGIES, DeveloperContext, Strategy
 from biasleak.agents.strategies.plugin import PluginConfig
 from biasleak.sim.datasets._uci import SANDBOXED
 from biasleak.sim.scenario import ScenarioError, parse_scenario
-from biasleak.sim.world import _prepared, developer_context, run_scenario
+from biasleak.sim.world import developer_context, run_scenario
+from biasleak.sim.world.data import prepared
 
 SYNTHETIC = "{dataset: synthetic, n: 73, minority: 11}"
 ADULT = "{dataset: adult, protected: race, n: 150}"
@@ -313,7 +314,7 @@ def test_shared_arrays_cannot_be_made_writeable() -> None:
         SCENARIO.replace("DATA", ADULT).replace("STRATEGY", "{kind: full_rank}")
     )
     options = scenario.data.model_dump(mode="json", exclude_none=True)
-    data, h0, _, proxy, _, p = _prepared(json.dumps(options, sort_keys=True), 5, 1.0)
+    data, h0, _, proxy, _, p = prepared(json.dumps(options, sort_keys=True), 5, 1.0)
     assert proxy is not None and p is not None
     numeric = {
         "h0": h0,

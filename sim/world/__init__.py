@@ -1,5 +1,9 @@
 """Assembling and running one simulated world from a scenario.
 
+The rooms: the data every run of a process shares (:mod:`.data`), the scoring of the honest
+routes' models after the horizon (:mod:`.scoring`), the run log's listener for exercises
+(:mod:`.tap`); this module assembles the agents and runs them.
+
 :func:`run_scenario` loads the data, trains the base model on the public training split, builds the
 compliance agent (holding the protected attribute), one developer process per scenario entry
 (each with a strategy that sees only the public data and the base model's predictions), the
@@ -28,8 +32,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from functools import lru_cache
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -41,24 +44,21 @@ from numpy.typing import NDArray
 from biasleak.agents.auditor import Auditor
 from biasleak.agents.compliance import Compliance
 from biasleak.agents.developer import Developer
-from biasleak.agents.models import build_pipeline, train_base_model
-from biasleak.agents.public import PublicView
 from biasleak.agents.strategies import (
     PROXY_KINDS,
-    SERVICE_USER_KINDS,
     DeveloperContext,
     build_strategies,
 )
-from biasleak.agents.strategies.adaptive import proxy_estimate, proxy_scores
 from biasleak.mechanisms.digests import stable_int
-from biasleak.mechanisms.fair import derived_probabilities, score
 from biasleak.mechanisms.policy import AuditSet
-from biasleak.sim import datasets
-from biasleak.sim.evaluation import Evaluator, leakage
+from biasleak.sim.evaluation import Evaluator
 from biasleak.sim.exposure import Exposure
 from biasleak.sim.runlog import RunLog, jsonable, read_log
 from biasleak.sim.scenario import Scenario, scenario_hash
 from biasleak.sim.summary import summarize
+from biasleak.sim.world.data import encoded, prepared
+from biasleak.sim.world.scoring import evaluate_services, uses_services
+from biasleak.sim.world.tap import Tapped
 
 __all__ = ["Agents", "RunResult", "World", "developer_context", "rng_for", "run_scenario"]
 
@@ -95,155 +95,6 @@ class RunResult:
     """The JSON-lines log."""
 
 
-def _immutable(array: np.ndarray) -> np.ndarray:
-    """The same values and dtype, backed by an immutable ``bytes`` buffer.
-
-    Setting ``flags.writeable = False`` on an array that owns its memory is a request: anyone
-    may set it back to True. An array over a ``bytes`` object cannot be made writeable at all,
-    so no run can change the data another run in the same process will read. Arrays of Python
-    objects (the features, whose categorical columns hold strings) cannot live in a byte buffer;
-    they are frozen by the flag, which the library's own strategies respect, while strategies
-    from outside the package only ever see their own copy, in their own process
-    (:mod:`biasleak.agents.sandbox`).
-    """
-    if array.dtype.hasobject:
-        array.flags.writeable = False
-        return array
-    return np.frombuffer(array.tobytes(), dtype=array.dtype).reshape(array.shape)
-
-
-def _frozen_view(view: PublicView) -> PublicView:
-    view.features.flags.writeable = False  # object array: see _immutable
-    return replace(view, labels=_immutable(view.labels))
-
-
-@lru_cache(maxsize=8)
-def _prepared(
-    data_json: str, data_seed: int, C: float
-) -> tuple[Any, np.ndarray, float, PublicView | None, float | None, np.ndarray | None]:
-    """Load the data, train the base model and measure the proxy-only baseline, once per
-    (data config, seed, C) in a process. The last item is the proxy model's probability that each
-    audit-set person is advantaged (for the evaluator's proxy-prior ceiling), or None.
-
-    Everything returned is shared by every run in this process, so its numeric arrays are
-    immutable (:func:`_immutable`): no run can alter another's data."""
-    options = json.loads(data_json)
-    name = options.pop("dataset")
-    options.pop("seed", None)
-    if name == "synthetic":
-        options["n0"] = options.pop("minority")
-    loaded = datasets.load(name, seed=data_seed, **options)
-    public = loaded.public
-    data = replace(
-        loaded,
-        public=replace(public, train=_frozen_view(public.train), audit=_frozen_view(public.audit)),
-        protected=_immutable(loaded.protected),
-        train_protected=_immutable(loaded.train_protected),
-    )
-    model = train_base_model(data.public.train, C=C)
-    h0 = _immutable(model.predict_proba(data.public.audit))
-    train = data.public.train
-    if not data.train_disjoint:  # the training split holds the audit people: no proxy sample
-        return data, h0, model.accuracy(data.public.audit), None, None, None
-    # An external labelled sample for proxy models: the training split's features with its
-    # attribute, standing for a public survey. Never the audit set's attribute.
-    proxy = PublicView(train.features, data.train_protected, train.columns, train.categorical)
-    p = proxy_scores(proxy, data.public.audit)  # the same fit a proxy attacker makes
-    baseline, _ = leakage(proxy_estimate(p, data.n0), data.protected)
-    return data, h0, model.accuracy(data.public.audit), proxy, baseline, _immutable(p)
-
-
-def _dense(matrix: Any) -> NDArray[np.float64]:
-    dense = matrix.toarray() if hasattr(matrix, "toarray") else matrix
-    return np.asarray(dense, dtype=np.float64)
-
-
-@lru_cache(maxsize=8)
-def _encoded(
-    data_json: str, data_seed: int, C: float
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int8]]:
-    """(audit features, training features, the base model's 0/1 decisions on the training split).
-
-    The features are encoded the way the base model's pipeline encodes them (one-hot categorical
-    columns, standardised numeric ones), fitted on the training split. Computed only for runs
-    with fair-learning services, so other runs do not pay for it.
-    """
-    data, *_ = _prepared(data_json, data_seed, C)
-    train = data.public.train
-    encoder = build_pipeline(train, C=C).named_steps["encode"]
-    encoder.fit(train.features)
-    x_audit = _dense(encoder.transform(data.public.audit.features))
-    x_train = _dense(encoder.transform(train.features))
-    base = (train_base_model(train, C=C).predict_proba(train) >= 0.5).astype(np.int8)
-    return _immutable(x_audit), _immutable(x_train), _immutable(base)
-
-
-def _uses_services(resolved: Scenario) -> bool:
-    return bool(resolved.compliance.services) or any(
-        d.strategy.kind in SERVICE_USER_KINDS for d in resolved.developers
-    )
-
-
-def _evaluate_services(
-    built: list[tuple[Any, str, Any]],
-    data: Any,
-    encoded: tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int8]],
-    log: Any,
-) -> None:
-    """Score every honest route's deployed model and the base model on the training split.
-
-    The routes: a fair-learning service's model (post-processing's derived classifier, the
-    oracle learner's mixture) and, in the same terms, the model an honest developer deployed by
-    choosing among candidates on noisy metric answers (``service`` ``metric_queries``). Runs
-    without services are not scored this way (their logs stay as they were).
-    """
-    _, x_train, base = encoded
-    train = data.public.train
-    labels, protected = train.labels, data.train_protected
-    try:
-        reference = score(labels, base.astype(np.float64), protected=protected)
-    except ValueError as err:  # a (group, label) cell of the training split is empty
-        log.warning("service_evaluation_skipped", reason=f"on the training split: {err}")
-        return
-    for _, identity, strategy in built:
-        if isinstance(strategy, str) or strategy.ATTACKS:
-            continue
-        if not strategy.USES_SERVICE:
-            decisions = strategy.deployed_decisions(train)
-            if decisions is None:
-                continue
-            service, final, treatment = "metric_queries", decisions.astype(np.float64), False
-        elif getattr(strategy, "result", None) is not None:
-            result = strategy.result  # type: ignore[attr-defined]
-            service, treatment = result.service, result.disparate_treatment
-            if result.mixing is not None:
-                final = derived_probabilities(result.mixing, base, protected=protected)
-            else:
-                assert result.coefficients is not None and result.intercepts is not None
-                scores = x_train @ result.coefficients.T + result.intercepts[None, :]
-                rounds = scores.shape[1]
-                weights = (
-                    np.full(rounds, 1.0 / rounds) if result.weights is None else result.weights
-                )
-                final = (scores > 0.0).astype(np.float64) @ weights
-        else:
-            continue
-        fair = score(labels, final, protected=protected)
-        log.info(
-            "service_evaluation",
-            developer=identity,
-            service=service,
-            people=int(labels.shape[0]),
-            error=fair.error,
-            eo_violation=fair.eo_violation,
-            fpr_gap=fair.fpr_gap,
-            tpr_gap=fair.tpr_gap,
-            base_error=reference.error,
-            base_eo_violation=reference.eo_violation,
-            disparate_treatment=treatment,
-        )
-
-
 def developer_context(
     scenario: Scenario, identity: str, kind: str, *, seed: int | None = None
 ) -> DeveloperContext:
@@ -255,7 +106,7 @@ def developer_context(
     run_seed = scenario.seed if seed is None else int(seed)
     data_cfg = scenario.data.model_dump(mode="json", exclude_none=True)
     data_seed = scenario.data.seed if scenario.data.seed is not None else run_seed
-    data, h0, _, proxy, _, _ = _prepared(
+    data, h0, _, proxy, _, _ = prepared(
         json.dumps(data_cfg, sort_keys=True), data_seed, scenario.model.C
     )
     return DeveloperContext(
@@ -272,12 +123,13 @@ _SHARED_FITS = ("honest_selection",)
 
 def warm_fits(scenario: Scenario) -> None:
     """Make here the fits that every world of ``scenario`` makes alike: the data, the base
-    model and the proxy (:func:`_prepared`) and the honest developers' candidates (kept per
-    process by :func:`biasleak.agents.models.cached_fit`). Worker processes forked afterwards
-    start with them instead of each fitting them again; nothing else changes."""
+    model and the proxy (:func:`~biasleak.sim.world.data.prepared`) and the honest
+    developers' candidates (kept per process by :func:`biasleak.agents.models.cached_fit`).
+    Worker processes forked afterwards start with them instead of each fitting them again;
+    nothing else changes."""
     data_cfg = scenario.data.model_dump(mode="json", exclude_none=True)
     data_seed = scenario.data.seed if scenario.data.seed is not None else scenario.seed
-    data, h0, _, proxy, _, _ = _prepared(
+    data, h0, _, proxy, _, _ = prepared(
         json.dumps(data_cfg, sort_keys=True), data_seed, scenario.model.C
     )
     honest = [d for d in scenario.developers if d.strategy.kind in _SHARED_FITS]
@@ -466,39 +318,6 @@ def _assemble(
     return agents
 
 
-class _TapLogger:
-    """A bound logger that also tells a listener about each event it logged."""
-
-    def __init__(
-        self, inner: Any, agent: str, listener: Callable[[str, str, dict[str, Any]], None]
-    ):
-        self._inner = inner
-        self._agent = agent
-        self._listener = listener
-
-    def info(self, event: str, **fields: Any) -> None:
-        self._inner.info(event, **fields)
-        self._listener(self._agent, event, fields)
-
-    def error(self, event: str, **fields: Any) -> None:
-        self._inner.error(event, **fields)
-        self._listener(self._agent, event, fields)
-
-
-class _Tapped:
-    """A run log whose loggers also tell a listener about each event (after logging it)."""
-
-    def __init__(self, runlog: RunLog, listener: Callable[[str, str, dict[str, Any]], None]):
-        self._runlog = runlog
-        self._listener = listener
-
-    def logger(self, agent: str) -> Any:
-        return _TapLogger(self._runlog.logger(agent), agent, self._listener)
-
-    def add_array(self, key: str, array: np.ndarray) -> None:
-        self._runlog.add_array(key, array)
-
-
 class World:
     """One scenario's world, built and ready to run.
 
@@ -527,7 +346,7 @@ class World:
         """The scenario with the run's seed."""
         data_cfg = resolved.data.model_dump(mode="json", exclude_none=True)
         data_seed = resolved.data.seed if resolved.data.seed is not None else run_seed
-        data, h0, base_accuracy, proxy, proxy_baseline, proxy_p = _prepared(
+        data, h0, base_accuracy, proxy, proxy_baseline, proxy_p = prepared(
             json.dumps(data_cfg, sort_keys=True), data_seed, resolved.model.C
         )
         self.data = data
@@ -553,13 +372,13 @@ class World:
         )
         self.log_path = self.runlog.path
         """This run's own log file (another writer may hold the name asked for)."""
-        self._loggers: Any = self.runlog if on_event is None else _Tapped(self.runlog, on_event)
+        self._loggers: Any = self.runlog if on_event is None else Tapped(self.runlog, on_event)
         self.deferred = set(deferred)
         """Scenario developer ids built but not started yet."""
         try:
             self.encoded = None
-            if _uses_services(resolved):
-                self.encoded = _encoded(
+            if uses_services(resolved):
+                self.encoded = encoded(
                     json.dumps(data_cfg, sort_keys=True), data_seed, resolved.model.C
                 )
             self.agents = _assemble(
@@ -606,9 +425,7 @@ class World:
             if horizon:
                 self.logger("sim").info("horizon_reached")
                 if self.encoded is not None:
-                    _evaluate_services(
-                        self.built, self.data, self.encoded, self.logger("evaluator")
-                    )
+                    evaluate_services(self.built, self.data, self.encoded, self.logger("evaluator"))
             if self.agents.exposure is not None:
                 self.agents.exposure.finish(
                     self._header_developers,
