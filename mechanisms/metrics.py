@@ -219,6 +219,8 @@ def predictive_parity(predictions: ArrayLike, *, protected: ArrayLike, labels: A
 
 
 def _eodds_stacked(predictions: ArrayLike, *, protected: ArrayLike, labels: ArrayLike) -> Values:
+    """Equalized odds: the true-positive-rate gap and the false-positive-rate gap between the
+    groups, as the last axis (shape (2,) per model)."""
     tpr, fpr = equalized_odds(predictions, protected=protected, labels=labels)
     return np.stack([np.asarray(tpr), np.asarray(fpr)], axis=-1)
 

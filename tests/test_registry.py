@@ -1,8 +1,11 @@
-"""Every registry entry is complete: in the scenario schema, in README, and exercised by a test.
+"""Every registry entry is complete: in the scenario schema, in the generated reference, and
+exercised by a test.
 
 biasleak keeps each list in one registry (strategies, policy stages, release mechanisms, metrics,
 refusal codes, auditor detectors). A new entry is one module plus its test; these checks fail when
-the entry lacks its schema, its documentation row, or any test that names it.
+the entry lacks its schema, its row in the guide's generated reference
+(``docs/reference/registries.md``, rewritten by ``python docs/gen_reference.py``), or any test that
+names it, and when the reference page is stale.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from biasleak.mechanisms.release import MECHANISM_INFO, MECHANISMS
 from biasleak.sim.scenario import schema
 
 ROOT = Path(__file__).parent.parent
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+REFERENCE_PAGE = ROOT / "docs" / "reference" / "registries.md"
+REFERENCE = REFERENCE_PAGE.read_text(encoding="utf-8")
 SCHEMA = json.dumps(schema())
 TESTS = "\n".join(
     p.read_text(encoding="utf-8")
@@ -41,20 +45,20 @@ def _named_in_tests(name: str) -> bool:
 
 
 @pytest.mark.parametrize("kind", list(STRATEGIES))
-def test_every_strategy_has_schema_readme_row_and_test(kind: str) -> None:
+def test_every_strategy_has_schema_reference_row_and_test(kind: str) -> None:
     assert f'"const": "{kind}"' in SCHEMA, f"strategy {kind!r} is missing from the schema"
-    rows = [r for r in _table_rows(README) if f"`{kind}`" in r.split("|")[1]]
-    assert rows, f"strategy {kind!r} has no row in README's attack table"
+    rows = [r for r in _table_rows(REFERENCE) if f"`{kind}`" in r.split("|")[1]]
+    assert rows, f"strategy {kind!r} has no row in the reference's strategy table"
     assert _named_in_tests(kind), f"no test or scenario names strategy {kind!r}"
 
 
 @pytest.mark.parametrize("kind", list(STAGES))
-def test_every_policy_stage_has_schema_readme_entry_and_test(kind: str) -> None:
+def test_every_policy_stage_has_schema_reference_entry_and_test(kind: str) -> None:
     stage = STAGES[kind]
     assert issubclass(stage, StageConfig)
     assert stage.model_fields["kind"].default == kind, "registry key and stage kind differ"
     assert f'"const": "{kind}"' in SCHEMA, f"stage {kind!r} is missing from the schema"
-    assert f"`{kind}" in README, f"README's policy paragraph does not name stage {kind!r}"
+    assert f"`{kind}" in REFERENCE, f"the reference does not name stage {kind!r}"
     assert _named_in_tests(kind), f"no test or scenario names stage {kind!r}"
     assert (stage.__doc__ or "").strip(), f"stage {kind!r} has no docstring"
 
@@ -77,7 +81,7 @@ def test_stage_orders_are_distinct_and_every_stage_builds_a_policy() -> None:
 
 @pytest.mark.parametrize("code", list(REFUSAL_REASONS))
 def test_every_refusal_code_is_documented_and_tested(code: str) -> None:
-    assert f"`{code}`" in README, f"README does not list refusal code {code!r}"
+    assert f"`{code}`" in REFERENCE, f"the reference does not list refusal code {code!r}"
     assert _named_in_tests(code), f"no test names refusal code {code!r}"
 
 
@@ -87,9 +91,9 @@ def test_every_stage_refusal_code_reaches_the_message_registry() -> None:
 
 
 @pytest.mark.parametrize("name", list(MECHANISMS))
-def test_every_mechanism_is_in_schema_readme_and_tests(name: str) -> None:
+def test_every_mechanism_is_in_schema_reference_and_tests(name: str) -> None:
     assert f'"{name}"' in SCHEMA, f"mechanism {name!r} is missing from the schema"
-    assert f"`{name}`" in README or name in README, f"README does not name {name!r}"
+    assert f"`{name}`" in REFERENCE, f"the reference does not name {name!r}"
     assert _named_in_tests(name), f"no test names mechanism {name!r}"
     info = MECHANISM_INFO[name]
     assert info.noisy == (info.calibrate is not None)
@@ -97,16 +101,16 @@ def test_every_mechanism_is_in_schema_readme_and_tests(name: str) -> None:
 
 
 @pytest.mark.parametrize("metric", list(METRICS))
-def test_every_metric_is_in_schema_readme_and_tests(metric: str) -> None:
+def test_every_metric_is_in_schema_reference_and_tests(metric: str) -> None:
     assert f'"{metric}"' in SCHEMA
-    assert f"`{metric}`" in README, f"README does not list metric {metric!r}"
+    assert f"`{metric}`" in REFERENCE, f"the reference does not list metric {metric!r}"
     assert _named_in_tests(metric)
 
 
 @pytest.mark.parametrize("detector", list(DETECTORS))
-def test_every_detector_is_in_schema_readme_and_tests(detector: str) -> None:
+def test_every_detector_is_in_schema_reference_and_tests(detector: str) -> None:
     assert f'"{detector}"' in SCHEMA
-    assert f"`{detector}`" in README, f"README does not list detector {detector!r}"
+    assert f"`{detector}`" in REFERENCE, f"the reference does not list detector {detector!r}"
     assert _named_in_tests(detector) or f"detect_{detector}(" in TESTS
 
 
@@ -114,7 +118,7 @@ def test_the_completeness_checks_can_fail() -> None:
     """A made-up kind is caught by each check (so the checks above are not vacuous)."""
     ghost = "ghost_stage_kind"
     assert f'"const": "{ghost}"' not in SCHEMA
-    assert not re.search(rf"`{ghost}", README)
+    assert not re.search(rf"`{ghost}", REFERENCE)
     assert not _named_in_tests(ghost)
 
 
