@@ -30,7 +30,7 @@ REFERENCE = REFERENCE_PAGE.read_text(encoding="utf-8")
 SCHEMA = json.dumps(schema())
 TESTS = "\n".join(
     p.read_text(encoding="utf-8")
-    for p in sorted((ROOT / "tests").glob("test_*.py"))
+    for p in sorted((ROOT / "tests").rglob("test_*.py"))
     if p.name != "test_registry.py"
 )
 SCENARIOS = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "scenarios").rglob("*.yaml"))

@@ -33,7 +33,7 @@ from biasleak.sim.scenario import (
     schema,
 )
 
-SCENARIOS = Path(__file__).parent.parent / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 QUICKSTART = SCENARIOS / "quickstart.yaml"
 
 UNION_TAGS = (

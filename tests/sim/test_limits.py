@@ -29,7 +29,7 @@ from biasleak.sim.scenario import (
     scenario_hash,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
 SHIPPED = sorted(
     path

@@ -194,7 +194,7 @@ def test_the_run_table_shows_each_service_outcome() -> None:
 
     from biasleak.sim.report import format_run
 
-    golden = Path(__file__).parent / "golden" / "fair_services.json"
+    golden = Path(__file__).resolve().parents[1] / "golden" / "fair_services.json"
     summary = json.loads(golden.read_text(encoding="utf-8"))
     table = format_run(summary)
     post = summary["developers"]["pat"]["service"]
@@ -210,7 +210,7 @@ def test_a_bad_service_key_is_reported_at_its_path_with_its_value(
 ) -> None:
     from biasleak.sim.cli import main
 
-    shipped = Path(__file__).parent.parent / "scenarios" / "fair_services.yaml"
+    shipped = Path(__file__).resolve().parents[2] / "scenarios" / "fair_services.yaml"
     text = shipped.read_text(encoding="utf-8").replace(
         "rounds: 20, learner: least_squares", "rounds: 20, learner: logistic_regression"
     )

@@ -20,7 +20,7 @@ from biasleak.sim.runlog import read_log
 from biasleak.sim.scenario import ScenarioError, parse_scenario
 from biasleak.sim.world import run_scenario
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 EXERCISES = ROOT / "exercises"
 
 WORLD = """

@@ -30,7 +30,7 @@ from biasleak.sim.scenario import Scenario, ScenarioError, load_scenario, read_y
 from biasleak.sim.sweep import SweepResult, Task, expand, make_executor, run_sweep
 from biasleak.sim.world import run_scenario
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PAPER_DIR = REPO / "scenarios" / "paper"
 
 TINY = """\

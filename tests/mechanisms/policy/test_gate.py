@@ -33,7 +33,9 @@ from biasleak.mechanisms.policy import (
     PolicyState,
     RateLimit,
     Refused,
+    Request,
     StageConfig,
+    decide,
 )
 from biasleak.mechanisms.policy.decide import ServiceRelease
 
@@ -177,14 +179,21 @@ def test_a_request_with_no_model_goes_unchecked_by_the_refuse_rules_and_says_so(
     assert with_model.decision.unchecked == ()
 
 
+def test_the_shared_audit_fixture_is_what_the_gate_decides_on(small_audit: AuditSet) -> None:
+    policy = Policy(metrics=("sp",), stages=(MinSupport(k=5),))
+    lone = np.zeros(small_audit.n)
+    lone[0] = 1.0
+    q = Request("q-1", "pat", "o1", "sp", lone)
+    refused = decide(policy, q, small_audit, PolicyState(), now=0.0, rng=np.random.default_rng(0))
+    assert not refused.answered and refused.reason == "low_support"
+
+
 def test_the_models_of_queries_and_services_share_one_history() -> None:
     """A base model sent for post-processing after the same model was asked as a query is a
     near-duplicate: one organisation's history holds both kinds."""
     _, y, a, base = _data()
     desk, state = _desk(), PolicyState()
     policy = Policy(metrics=("sp",), stages=(NearDuplicate(threshold=2.0),))
-    from biasleak.mechanisms.policy import Request, decide
-
     query = Request("pat-0", "pat", "o1", "sp", base.astype(np.float64))
     audit = AuditSet.from_arrays(a, y)
     assert decide(policy, query, audit, state, now=0.0, rng=np.random.default_rng(0)).answered

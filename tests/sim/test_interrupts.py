@@ -235,3 +235,4 @@ def test_pool_kills_its_workers_when_the_block_is_interrupted() -> None:
 def test_one_local_worker_needs_no_pool() -> None:
     with pool("process", workers=1) as executor:
         assert executor is None
+

@@ -6,7 +6,7 @@ decoder-dependent numbers (leakage, people revealed) within a small tolerance, b
 solver of another version may land on another optimum of a degenerate program. Beside them, the
 tests check what the scenarios are meant to show, from first principles. To refresh the golden
 files after an intended change:
-``BIASLEAK_UPDATE_GOLDEN=1 python -m pytest tests/test_scenarios.py``.
+``BIASLEAK_UPDATE_GOLDEN=1 python -m pytest tests/sim/test_scenarios.py``.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from biasleak.sim.redteam import run_red_team
 from biasleak.sim.scenario import load_scenario
 from biasleak.sim.world import run_scenario
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
 RED_TEAMS = [p for p in SCENARIOS if load_scenario(p).red_team is not None]
-GOLDEN = Path(__file__).resolve().parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 TOLERANT = {  # percentage points; people (1% of n = 1000)
     "leakage": 1.0,
     "leakage_relabelled": 1.0,

@@ -17,7 +17,7 @@ from biasleak.agents.models import (
 from biasleak.sim.scenario import load_scenario
 from biasleak.sim.world import run_scenario
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FITTING = ("honest_selection", "proxy_prior")
 SCENARIOS = sorted(
     p

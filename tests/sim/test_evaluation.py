@@ -196,7 +196,9 @@ scatter more; the check still catches any release that leaks far beyond what it 
 
 
 def test_measured_leakage_never_exceeds_the_ceiling(tmp_path: Path) -> None:
-    text = Path(__file__).parents[1].joinpath("scenarios", "paper_attacks.yaml").read_text()
+    text = (
+        Path(__file__).resolve().parents[2].joinpath("scenarios", "paper_attacks.yaml").read_text()
+    )
     text = "\n".join(line for line in text.splitlines() if "id: eodds" not in line)
     text = text.replace("minority: 30", f"minority: {N0}")
     text = text.replace("metrics: [sp, abs_sp, eo, eodds]", "metrics: [sp, abs_sp, eo]")

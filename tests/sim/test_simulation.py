@@ -1129,3 +1129,11 @@ def test_model_digest_is_a_content_hash() -> None:
     assert model_digest(h) == model_digest(h.copy())
     assert model_digest(h) != model_digest(h[::-1])
     assert re.fullmatch(r"[0-9a-f]{16}", model_digest(h))
+
+
+def test_the_shared_world_fixture_runs_to_its_horizon_and_logs_a_summary(world) -> None:  # type: ignore[no-untyped-def]
+    assert world.horizon == pytest.approx(48.0) and world.env.now == 0.0
+    world.env.run(until=world.horizon)
+    result = world.finish()
+    assert result.summary["developers"]["mallory"]["strategy"] == "compressed_sensing"
+    assert result.log_path.is_file()

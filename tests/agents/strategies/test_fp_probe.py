@@ -35,7 +35,7 @@ from biasleak.mechanisms.sensitivity import global_sensitivity
 from biasleak.sim.scenario import load_scenario, parse_scenario
 from biasleak.sim.world import run_scenario
 
-SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
 
 
 def _context(n: int, seed: int = 0) -> DeveloperContext:

@@ -19,35 +19,18 @@ from biasleak.sim.report.logs import RunLogs
 from biasleak.sim.report.published import load_published
 from biasleak.sim.sweep import SweepResult, iter_rows, run_sweep
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PAPER_DIR = REPO / "scenarios" / "paper"
 
-TINY = """\
-name: tiny_report
-seed: 5
-horizon_days: 2
-data: {dataset: synthetic, n: 80, minority: 8}
-developers:
-  - id: mallory
-    organization: acme
-    strategy: {kind: compressed_sensing, queries: 12, batch: 100000, prepare_hours: 0.1}
-compliance:
-  metrics: [sp]
-  answer_hours: 0.01
-  policy:
-    - {kind: noise, mechanism: attribute_conceal, epsilon: 10.0, per: batch}
-grid:
-  compliance.policy.0.epsilon: [10.0, 1000.0]
-  seeds: 2
-"""
-"""Two noisy grid points, two seeds each (4 runs)."""
+GRID = "  compliance.policy.0.epsilon: [10.0, 1000.0]\n  seeds: 2\n"
+"""Two noisy grid points, two seeds each (4 runs), over the suite's tiny world."""
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> SweepResult:
+def tiny(tmp_path_factory: pytest.TempPathFactory, tiny_world) -> SweepResult:  # type: ignore[no-untyped-def]
     root = tmp_path_factory.mktemp("report")
     path = root / "tiny.yaml"
-    path.write_text(TINY, encoding="utf-8")
+    path.write_text(tiny_world("tiny_report", seed=5, grid=GRID), encoding="utf-8")
     return run_sweep(path, out=root / "out", progress=None)
 
 
