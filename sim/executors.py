@@ -253,8 +253,10 @@ def run_each(
         if started is not None:
             started(len(futures))
         for future in as_completed(futures):
-            keep(future.result())
+            # marked first: a stop that lands while keep() runs (after it wrote the result)
+            # must not make the handler below keep the same result again
             kept.add(future)
+            keep(future.result())
     except BaseException:
         with shielded():
             for future in futures:

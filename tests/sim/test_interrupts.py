@@ -236,3 +236,22 @@ def test_one_local_worker_needs_no_pool() -> None:
     with pool("process", workers=1) as executor:
         assert executor is None
 
+
+def test_a_stop_during_keep_does_not_keep_the_same_result_twice() -> None:
+    """A signal that lands inside ``keep`` (after it recorded the result) ends the loop; the
+    handler keeps the other finished results, never that one again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from biasleak.sim.executors import run_each
+
+    kept: list[int] = []
+
+    def keep(value: int) -> None:
+        kept.append(value)
+        if len(kept) == 1:
+            raise KeyboardInterrupt  # as a Ctrl-C right after the row was written
+
+    with ThreadPoolExecutor(max_workers=2) as executor, pytest.raises(KeyboardInterrupt):
+        run_each(executor, lambda k: k, [(k,) for k in range(4)], keep=keep)
+    assert len(kept) == len(set(kept))
+    assert kept[0] in range(4)
