@@ -46,8 +46,10 @@ from biasleak.agents.querylog import QueryLog, QueryRecord
 from biasleak.agents.services import ServiceDesk, ServiceSpec
 from biasleak.mechanisms.policy import (
     AuditSet,
+    CacheOrigin,
     Policy,
     PolicyState,
+    ReleaseFacts,
     Request,
     carry_ledgers,
     decide,
@@ -70,8 +72,8 @@ class ReleaseRecord:
     Handed to ``on_release`` (a callback the simulator sets; nothing in agents imports it). It
     holds the submitted models, which only the compliance side and the evaluator see together
     with the attribute. ``origin`` is None for a fresh release; for answers served from the cache
-    that were first released to another identity, it is that identity (their facts are those of
-    the first release).
+    that were first released to another identity, it is that first release (to whom; the facts
+    are then the first release's, for the k models together).
     """
 
     sender: str
@@ -79,17 +81,10 @@ class ReleaseRecord:
     metric: str
     models: NDArray[np.float64]
     """(k, n) the models released (fresh, or served from another identity's release)."""
-    mechanism: str
-    epsilon: float
-    """Epsilon of the k models together."""
-    delta: float
-    bounding: str
-    sampler: str
-    noise_scale: float
-    """Noise scale of one answer (INTERNAL)."""
-    origin: str | None = None
-    """The identity the values were first released to, for cached answers; None when fresh."""
-    origin_organization: str | None = None
+    facts: ReleaseFacts
+    """How the k models were released (epsilon and delta of the k together)."""
+    origin: CacheOrigin | None = None
+    """The first release, for cached answers of another identity; None when fresh."""
 
 
 class Compliance:
@@ -268,20 +263,16 @@ class Compliance:
         internal = decision.internal
         new = [i for i, c in enumerate(decision.cached) if not c]
         if internal.get("models_new") and new:
-            noise = self.policy.noise
+            facts = ReleaseFacts(
+                decision.mechanism,
+                decision.epsilon_charged,
+                decision.delta_charged,
+                self.policy.noise.bounding,
+                decision.sampler,
+                float(internal.get("noise_scale", 0.0)),
+            )
             self.on_release(
-                ReleaseRecord(
-                    query.sender,
-                    query.organization,
-                    query.metric,
-                    h[new],
-                    decision.mechanism,
-                    decision.epsilon_charged,
-                    decision.delta_charged,
-                    noise.bounding,
-                    decision.sampler,
-                    float(internal.get("noise_scale", 0.0)),
-                )
+                ReleaseRecord(query.sender, query.organization, query.metric, h[new], facts)
             )
         groups: dict[Any, list[int]] = {}
         for i, origin in internal.get("cache_origins", ()):
@@ -294,14 +285,8 @@ class Compliance:
                     query.organization,
                     query.metric,
                     h[rows],
-                    origin.mechanism,
-                    origin.epsilon * len(rows),
-                    origin.delta * len(rows),
-                    origin.bounding,
-                    origin.sampler,
-                    origin.noise_scale,
-                    origin.identity,
-                    origin.organization,
+                    origin.facts.times(len(rows)),
+                    origin,
                 )
             )
 
@@ -519,13 +504,8 @@ def _foreign(origins: Any, sender: str, organization: str) -> dict[str, Any]:
         counts: dict[tuple[Any, ...], int] = {}
         for _, origin in origins:
             if other(origin):
-                facts = (
-                    origin.mechanism,
-                    origin.epsilon,
-                    origin.delta,
-                    origin.bounding,
-                    origin.sampler,
-                )
+                f = origin.facts
+                facts = (f.mechanism, f.epsilon, f.delta, f.bounding, f.sampler)
                 counts[facts] = counts.get(facts, 0) + 1
         if counts:
             out[key] = [[*facts, k] for facts, k in sorted(counts.items())]

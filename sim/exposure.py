@@ -112,7 +112,7 @@ class Exposure:
             targets = [self._ledgers(self._own, record.sender)]
         else:
             targets = [self._ledgers(self._foreign, record.sender)]
-            if record.origin_organization != record.organization:
+            if record.origin.organization != record.organization:
                 targets.append(self._ledgers(self._foreign_org, record.organization))
         for flips, refs in targets:
             self._account(record, flips, refs)
@@ -131,9 +131,10 @@ class Exposure:
     def _account(self, r: ReleaseRecord, flips: PersonLedger, refs: PersonLedger) -> None:
         m = int(r.models.shape[0])
         pop = self.population(r.metric)
-        mechanism = "exact" if r.sampler == "naive" else r.mechanism
+        f = r.facts
+        mechanism = "exact" if f.sampler == "naive" else f.mechanism
         spec = ReleaseSpec(
-            mechanism, r.epsilon, r.delta, m, r.bounding, r.metric, pop, r.noise_scale
+            mechanism, f.epsilon, f.delta, m, f.bounding, r.metric, pop, f.noise_scale
         )
         if spec.exact:
             flips.add_common(Pair("exact"))
@@ -147,8 +148,8 @@ class Exposure:
             return
         fe = float_error(pop)
         if mechanism == "laplace":
-            truncate = r.bounding == "truncate"
-            per = r.epsilon / m
+            truncate = f.bounding == "truncate"
+            per = f.epsilon / m
             gamma, t = laplace_units(r.metric, pop, per / 2.0 if truncate else per)
             family = "pure" if truncate else "laplace"
             factor = 2.0 if truncate else 1.0
@@ -163,7 +164,7 @@ class Exposure:
             for pair, k in flip_pairs:
                 flips.add_common(pair, k)
             family = "cauchy" if mechanism == "attribute_conceal" else "laplace"
-            scale = r.noise_scale
+            scale = f.noise_scale
 
             def ref_level(d: NDArray[np.float64]) -> NDArray[np.float64]:
                 return np.where(d >= 0, (d + fe) / scale, 0.0)

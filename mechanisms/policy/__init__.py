@@ -43,6 +43,7 @@ from biasleak.mechanisms.policy._state import (
     Decision,
     ModelHistory,
     PolicyState,
+    ReleaseFacts,
     Request,
     ServiceRun,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "PolicyState",
     "RateLimit",
     "Refused",
+    "ReleaseFacts",
     "Request",
     "ServiceRun",
     "Stage",

@@ -12,7 +12,7 @@ values, noise scale) must never reach a developer.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -27,7 +27,16 @@ if TYPE_CHECKING:
     from biasleak.mechanisms.policy._stage import Pending, Refused
     from biasleak.mechanisms.policy.budget import Budget
 
-__all__ = ["REQUEST_KINDS", "AuditSet", "Decision", "ModelHistory", "PolicyState", "Request"]
+__all__ = [
+    "REQUEST_KINDS",
+    "AuditSet",
+    "CacheOrigin",
+    "Decision",
+    "ModelHistory",
+    "PolicyState",
+    "ReleaseFacts",
+    "Request",
+]
 
 REQUEST_KINDS: Final[tuple[str, ...]] = ("query", "service")
 """What a release can be asked for: ``query`` (fairness metrics of submitted models) or
@@ -141,6 +150,24 @@ class ModelHistory:
 
 
 @dataclass(frozen=True)
+class ReleaseFacts:
+    """How some models were released: what the ceilings of a reader need to know of it."""
+
+    mechanism: str
+    epsilon: float
+    """Epsilon of the models together (per model for a cache entry's origin)."""
+    delta: float
+    bounding: str
+    sampler: str
+    noise_scale: float
+    """Noise scale of one answer (INTERNAL for the smooth-sensitivity mechanisms)."""
+
+    def times(self, k: int) -> ReleaseFacts:
+        """The facts of ``k`` models released alike (epsilon and delta add up)."""
+        return replace(self, epsilon=self.epsilon * k, delta=self.delta * k)
+
+
+@dataclass(frozen=True)
 class CacheOrigin:
     """The first release of a cached value: to whom, and its privacy facts per model.
 
@@ -150,14 +177,8 @@ class CacheOrigin:
 
     identity: str
     organization: str
-    mechanism: str
-    epsilon: float
-    """Epsilon of this one model's share of the release."""
-    delta: float
-    bounding: str
-    sampler: str
-    noise_scale: float
-    """Noise scale of one answer (INTERNAL for the smooth-sensitivity mechanisms)."""
+    facts: ReleaseFacts
+    """The release of this one model's share (epsilon and delta per model)."""
 
 
 @dataclass

@@ -22,7 +22,7 @@ import numpy as np
 
 from biasleak.mechanisms.digests import model_digest
 from biasleak.mechanisms.policy._stage import Pending, Refused, StageConfig
-from biasleak.mechanisms.policy._state import CacheOrigin
+from biasleak.mechanisms.policy._state import CacheOrigin, ReleaseFacts
 
 __all__ = ["Cache", "model_digest"]
 
@@ -65,15 +65,9 @@ class Cache(StageConfig):
                 return
             eps, delta = q.cost
             cache[key] = q.result
+            facts = ReleaseFacts(metric, eps, delta, "raw", "service", 0.0)
             q.state.cache_origin[key] = CacheOrigin(
-                q.request.identity,
-                q.request.organization,
-                metric,
-                eps,
-                delta,
-                "raw",
-                "service",
-                0.0,
+                q.request.identity, q.request.organization, facts
             )
             return
         if q.values is None:  # every model was served from the cache
@@ -81,9 +75,7 @@ class Cache(StageConfig):
             return
         m_new = max(len(q.new_rows), 1)
         eps, delta = q.cost
-        origin = CacheOrigin(
-            q.request.identity,
-            q.request.organization,
+        facts = ReleaseFacts(
             q.mechanism,
             eps / m_new,
             delta / m_new,
@@ -91,6 +83,7 @@ class Cache(StageConfig):
             q.sampler,
             float(q.internal.get("noise_scale", 0.0)),
         )
+        origin = CacheOrigin(q.request.identity, q.request.organization, facts)
         for i in q.new_rows:
             cache[(metric, digests[i])] = q.values[i].copy()
             q.state.cache_origin[(metric, digests[i])] = origin
