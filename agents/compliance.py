@@ -43,7 +43,7 @@ from biasleak.agents.messages import (
     ServiceResult,
 )
 from biasleak.agents.querylog import QueryLog, QueryRecord
-from biasleak.agents.services import ServiceDesk, ServiceSpec
+from biasleak.agents.services import ServiceDesk, ServiceSpec, submitted_array
 from biasleak.mechanisms.policy import (
     AuditSet,
     CacheOrigin,
@@ -297,8 +297,7 @@ class Compliance:
         )
         reply = outcome.reply
         decision = outcome.decision
-        base = request.base_predictions
-        arr = None if base is None else np.asarray(base)
+        arr = submitted_array(request.base_predictions)
         readable = arr is not None and arr.dtype.kind in "fiub" and arr.ndim == 1
         self.query_log.append(
             QueryRecord(
@@ -308,7 +307,7 @@ class Compliance:
                 now,
                 request.service,
                 np.atleast_2d(arr).astype(np.float64)
-                if readable and self.keep_predictions and arr is not None
+                if readable and self.keep_predictions
                 else None,
                 not isinstance(reply, Refusal),
                 reply.reason if isinstance(reply, Refusal) else None,

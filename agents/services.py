@@ -70,6 +70,7 @@ __all__ = [
     "ServiceDesk",
     "ServiceOutcome",
     "ServiceSpec",
+    "submitted_array",
 ]
 
 SERVICE_KINDS: Final[tuple[str, ...]] = ("dp_postprocessing", "dp_oracle_learner")
@@ -230,15 +231,18 @@ class ServiceDesk:
             if self._x is None:
                 return "service_unavailable", NO_FEATURES
             return None
-        base = request.base_predictions
-        arr = None if base is None else np.asarray(base)
+        arr = submitted_array(request.base_predictions)
         if (
             arr is None
             or arr.shape != self._a.shape
             or arr.dtype.kind not in "biuf"
             or not np.all((arr == 0) | (arr == 1))
         ):
-            received = "nothing" if arr is None else f"shape {arr.shape}, dtype {arr.dtype}"
+            received = (
+                "nothing or values that do not form an array"
+                if arr is None
+                else f"shape {arr.shape}, dtype {arr.dtype}"
+            )
             return "invalid", BAD_BASE.format(n=self._a.size, received=received)
         return None
 
@@ -337,6 +341,17 @@ class ServiceDesk:
         np.add.at(counts, (self._a, self._y), 1)
         internal = {"cell_counts": counts}
         return ServiceOutcome(reply, public, internal)
+
+
+def submitted_array(values: Any) -> NDArray[Any] | None:
+    """``values`` as an array, or None when there are none or they cannot be read as one
+    (ragged lists, objects whose conversion fails)."""
+    if values is None:
+        return None
+    try:
+        return np.asarray(values)
+    except Exception:  # a submission is the sender's: whatever it is, it is refused, not a crash
+        return None
 
 
 @dataclass(eq=False)

@@ -315,3 +315,42 @@ def test_the_service_release_runs_last_and_is_not_configurable() -> None:
     assert ServiceRelease.ORDER == Noise.ORDER
     queries = [k for k, _ in Policy(stages=(Noise("laplace", 1.0),)).pipelines["query"]]
     assert queries == ["noise"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [("bogus", "a request is one of"), ("service", "must come with the service")],
+)
+def test_a_request_of_an_unknown_kind_or_without_its_run_is_refused_as_invalid(
+    small_audit: AuditSet, kind: str, expected: str
+) -> None:
+    state = PolicyState()
+    q = Request("q-1", "pat", "o1", "sp", None, kind=kind)
+    decision = decide(Policy(), q, small_audit, state, now=0.0, rng=np.random.default_rng(0))
+    assert not decision.answered and decision.reason == "invalid"
+    assert expected in decision.detail
+    assert state == PolicyState()  # nothing charged, nothing remembered
+
+
+def test_a_ragged_base_model_is_refused_as_invalid_and_logged_without_models() -> None:
+    x, y, a, _ = _data()
+    env = simpy.Environment()
+    log = _Log()
+    compliance = Compliance(
+        env,
+        policy=Policy(),
+        audit=AuditSet.from_arrays(a, y),
+        rng=np.random.default_rng(0),
+        log=log,
+        services=(POSTPROCESSING,),
+        features=x,
+    )
+    ragged = ServiceRequest(
+        "pat-1", "pat", "o1", 0.0, "dp_postprocessing", base_predictions=[[0, 1], [1]]
+    )
+    compliance.mailbox.send(Envelope(ragged))
+    env.run(until=2)
+    refused = log.of("service_refused")
+    assert [f["reason"] for f in refused] == ["invalid"]
+    assert "do not form an array" in refused[0]["detail"]
+    assert compliance.query_log[0].predictions is None and not compliance.query_log[0].answered
