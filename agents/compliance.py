@@ -42,9 +42,11 @@ from biasleak.agents.messages import (
     ServiceRequest,
     ServiceResult,
 )
+from biasleak.agents.publications import AuditPublication
 from biasleak.agents.querylog import QueryLog, QueryRecord
 from biasleak.agents.services import ServiceDesk, ServiceSpec, submitted_array
 from biasleak.mechanisms.policy import (
+    PUBLISHER,
     AuditSet,
     CacheOrigin,
     Policy,
@@ -136,6 +138,10 @@ class Compliance:
         """Told about every release of answered models (the evaluator's accounting), or None."""
         self.on_service = on_service
         """Told ``(sender, organization, public facts)`` of every service run, or None."""
+        self.on_publication: Callable[[dict[str, Any]], None] | None = None
+        """Told the public facts of every fresh publication (it reaches every reader), or
+        None."""
+        self._publications = 0
         self.services = ServiceDesk(
             tuple(services), protected=audit.protected, labels=audit.labels, features=features
         )
@@ -430,6 +436,50 @@ class Compliance:
         self.on_alert = reaction
         if cause is not None:
             self.log.info("reaction_changed", cause=cause, reaction=reaction)
+
+    def publish(self, publication: AuditPublication, *, cause: str) -> bool:
+        """Publish figures (an exercise's decision, a regulator's request) through the policy
+        gate: the budgets charge them to every reader, the refuse rules read the model they are
+        about, the same figures published again are the earlier numbers (free). Logs
+        ``audit_published`` (what every reader sees) with ``audit_internal`` (the exact figures,
+        marked ``internal``), or ``publication_refused``; returns whether it was published."""
+        self._publications += 1
+        request = Request(
+            f"publication-{self._publications}",
+            PUBLISHER,
+            PUBLISHER,
+            publication.kind,
+            None,
+            (publication.digest,),
+            kind="publication",
+            run=publication,
+        )
+        now = self.env.now
+        decision = decide(self.policy, request, self._audit, self.state, now=now, rng=self._rng)
+        if not decision.answered:
+            self.log.info(
+                "publication_refused",
+                cause=cause,
+                publication=publication.kind,
+                epsilon=float(publication.epsilon),
+                reason=decision.reason,
+                detail=decision.detail,
+            )
+            return False
+        outcome = decision.result
+        cached = bool(decision.cached and decision.cached[0])
+        again = {"cached": 1} if cached else {}
+        self.log.info("audit_published", cause=cause, **outcome.public, **again)
+        self.log.info("audit_internal", internal=True, cause=cause, **outcome.internal)
+        if self.on_publication is not None and not cached:
+            self.on_publication(
+                {
+                    "publication": publication.kind,
+                    "epsilon_charged": decision.epsilon_charged,
+                    "delta_charged": decision.delta_charged,
+                }
+            )
+        return True
 
     def _suspension(
         self,

@@ -198,7 +198,7 @@ class ServiceDesk:
             request.service,
             request.base_predictions,
             kind="service",
-            service=run,
+            run=run,
         )
         decision = decide(policy, gated, self._audit, state, now=now, rng=rng)
         if not decision.answered:
@@ -357,7 +357,7 @@ def submitted_array(values: Any) -> NDArray[Any] | None:
 @dataclass(eq=False)
 class _Run:
     """One service request as the gate's release sees it (a
-    :class:`~biasleak.mechanisms.policy.ServiceRun`): its cost, its admission, its run."""
+    :class:`~biasleak.mechanisms.policy.ReleaseRun`): its cost, its admission, its run."""
 
     desk: ServiceDesk
     request: ServiceRequest

@@ -38,6 +38,7 @@ identities of an organisation share its ledger, so Sybil identities gain nothing
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Final, Literal
@@ -69,6 +70,7 @@ __all__ = [
     "drv_composition",
     "kov_composition",
     "kov_optimal_homogeneous",
+    "replay",
 ]
 
 Composition = Literal["basic", "advanced", "kov"]
@@ -427,10 +429,31 @@ Scope = Literal["identity", "organization"]
 SCOPES: Final[tuple[str, ...]] = ("identity", "organization")
 
 
+def replay(ledger: Ledger, charges: Iterable[Charge | tuple[float, float]]) -> None:
+    """Charge ``charges`` to ``ledger`` in order; the first that no longer fits fills the ledger
+    (what it has left is spent, so that it refuses every further release) and ends the replay.
+
+    What a ledger carries onto a new budget: what was spent stays spent.
+    """
+    for charge in charges:
+        eps, delta = charge if isinstance(charge, tuple) else (charge.epsilon, charge.delta)
+        if not ledger.can_afford(eps, delta):
+            remaining = ledger.remaining
+            if remaining > 0 and math.isfinite(remaining):
+                try:
+                    ledger.charge(remaining, 0.0)
+                except BudgetExceeded:  # rounding at the very edge: already as full as it gets
+                    pass
+            return
+        ledger.charge(eps, delta)
+
+
 class LedgerBook:
     """Ledgers with one budget each, kept per developer identity or per organisation.
 
-    With ``scope="organization"`` every identity of an organisation draws on the same ledger.
+    With ``scope="organization"`` every identity of an organisation draws on the same ledger. A
+    publication (:meth:`publish`) reaches every reader: it is charged to every ledger, and every
+    ledger opened later starts with it.
     """
 
     def __init__(
@@ -447,18 +470,50 @@ class LedgerBook:
         Ledger(epsilon, delta, composition, slack=slack)  # validate the parameters once
         self._params = (epsilon, delta, composition, slack)
         self._ledgers: dict[str, Ledger] = {}
+        self._public: list[tuple[float, float]] = []
 
     def key(self, *, identity: str, organization: str) -> str:
         """The ledger key a developer's charges go to."""
         return identity if self.scope == "identity" else organization
 
     def ledger(self, *, identity: str, organization: str) -> Ledger:
-        """The ledger for this developer (created with the full budget on first use)."""
+        """The ledger for this developer (created on first use: the full budget, less what was
+        published)."""
         k = self.key(identity=identity, organization=organization)
         if k not in self._ledgers:
-            eps, dlt, comp, slack = self._params
-            self._ledgers[k] = Ledger(eps, dlt, comp, slack=slack)
+            self._ledgers[k] = self.fresh()
         return self._ledgers[k]
+
+    def fresh(self) -> Ledger:
+        """A ledger as a reader not seen yet starts it: the full budget, less every publication
+        (not kept in the book)."""
+        eps, dlt, comp, slack = self._params
+        ledger = Ledger(eps, dlt, comp, slack=slack)
+        replay(ledger, self._public)
+        return ledger
+
+    @property
+    def public(self) -> tuple[tuple[float, float], ...]:
+        """(epsilon, delta) of every publication, in order."""
+        return tuple(self._public)
+
+    def readers(self) -> list[tuple[str | None, Ledger]]:
+        """Every ledger a publication is charged to: each open one (by key, sorted) and, under
+        the key ``None``, a fresh one (:meth:`fresh`) for the readers not seen yet."""
+        return [*self.items(), (None, self.fresh())]
+
+    def publish(self, epsilon: float, delta: float = 0.0) -> None:
+        """Charge a publication to every open ledger and to every ledger opened later (check
+        first with :meth:`readers`: a ledger that cannot afford it raises
+        :class:`BudgetExceeded` and leaves the ledgers before it charged)."""
+        for ledger in self._ledgers.values():
+            ledger.charge(epsilon, delta)
+        self._public.append((float(epsilon), float(delta)))
+
+    def carry_public(self, charges: Iterable[tuple[float, float]]) -> None:
+        """Take on publications made under an earlier book (every ledger opened later starts
+        with them; the open ledgers carry their own charges)."""
+        self._public.extend(charges)
 
     def charge(
         self, *, identity: str, organization: str, epsilon: float, delta: float = 0.0

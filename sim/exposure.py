@@ -16,9 +16,10 @@ redone from the side file alone.
 
 These are facts about the audit set for the evaluator; no developer ever sees them.
 
-Services' releases (count tables, cost sums) enter with their guarantee: the same pair for
-everyone. So do Attribute-Conceal's and smooth-Laplace's flips (their noise scale changes with the
-group sizes; the guarantee is what is proved), and every release of the Gaussian mechanism.
+Services' releases (count tables, cost sums) and publications (which reach every developer and
+organisation) enter with their guarantee: the same pair for everyone. So do Attribute-Conceal's
+and smooth-Laplace's flips (their noise scale changes with the group sizes; the guarantee is what
+is proved), and every release of the Gaussian mechanism.
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ class Exposure:
         self._foreign_org: dict[str, tuple[PersonLedger, PersonLedger]] = {}
         """Organisation -> ledgers of cached answers first released outside it."""
         self._orgs: dict[str, str] = {}
+        self._public: tuple[PersonLedger, PersonLedger] | None = None
+        """Ledgers of the publications, which every developer and organisation reads."""
 
     def _ledgers(
         self, table: dict[str, tuple[PersonLedger, PersonLedger]], key: str
@@ -127,6 +130,20 @@ class Exposure:
             for pair, k in flip:
                 flips.add_common(pair, k)
                 refs.add_common(pair, k)  # each half of a swap is one flip
+
+    def add_publication(self, facts: dict[str, Any]) -> None:
+        """Account a publication (the compliance agent's ``on_publication`` callback): it
+        reaches every reader, so its guarantee (the epsilon it was charged, under the rule that
+        one person's attribute changes) enters every developer's and organisation's ceilings."""
+        if self._public is None:
+            self._public = (PersonLedger(self.n), PersonLedger(self.n))
+        flips, refs = self._public
+        eps, delta = float(facts["epsilon_charged"]), float(facts["delta_charged"])
+        spec = ReleaseSpec("service", eps, delta)
+        flip, _ = release_pairs(spec, "policy")
+        for pair, k in flip:
+            flips.add_common(pair, k)
+            refs.add_common(pair, k)  # each half of a swap is one flip
 
     def _account(self, r: ReleaseRecord, flips: PersonLedger, refs: PersonLedger) -> None:
         m = int(r.models.shape[0])
@@ -220,8 +237,9 @@ class Exposure:
         for ident in idents:
             if ident in self._own:
                 flips, refs = flips.merge(self._own[ident][0]), refs.merge(self._own[ident][1])
-        if extra is not None:
-            flips, refs = flips.merge(extra[0]), refs.merge(extra[1])
+        for more in (extra, self._public):
+            if more is not None:
+                flips, refs = flips.merge(more[0]), refs.merge(more[1])
         return flips, refs
 
     def _log(

@@ -1,10 +1,11 @@
 """Fixtures shared by the suite: the tiny world most run-level tests start from, a small audit set,
-and a world built from the tiny scenario."""
+a world built from the tiny scenario, and a log that records what an agent logs."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -75,3 +76,23 @@ def world(tiny_scenario: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
     from biasleak.sim.world import World
 
     return World(load_scenario(tiny_scenario), log_dir=tmp_path / "logs")
+
+
+class RecordingLog:
+    """A structlog stand-in that keeps every ``(event, fields)`` it is given."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def info(self, event: str, **fields: Any) -> None:
+        self.events.append((event, fields))
+
+    def of(self, event: str) -> list[dict[str, Any]]:
+        """The fields of every ``event``, in order."""
+        return [f for e, f in self.events if e == event]
+
+
+@pytest.fixture
+def event_log() -> RecordingLog:
+    """A fresh :class:`RecordingLog` (an agent's ``log``)."""
+    return RecordingLog()

@@ -152,8 +152,8 @@ class Pending:
         cache)."""
         if self.m_new == 0:
             return 0.0, 0.0
-        if self.request.service is not None:
-            return self.request.service.cost
+        if self.request.run is not None:
+            return self.request.run.cost
         noise = self.policy.noise
         if noise.exact:
             return math.inf, 0.0

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from biasleak.mechanisms.policy.budget import Budget
 
 __all__ = [
+    "PUBLISHER",
     "REQUEST_KINDS",
     "AuditSet",
     "CacheOrigin",
@@ -38,11 +39,17 @@ __all__ = [
     "Request",
 ]
 
-REQUEST_KINDS: Final[tuple[str, ...]] = ("query", "service")
-"""What a release can be asked for: ``query`` (fairness metrics of submitted models) or
-``service`` (a private fair-learning service run on the audit set). Every request, whatever its
-kind, passes the same pipeline; a stage says which kinds it applies to
+REQUEST_KINDS: Final[tuple[str, ...]] = ("query", "service", "publication")
+"""What a release can be asked for: ``query`` (fairness metrics of submitted models),
+``service`` (a private fair-learning service run on the audit set) or ``publication`` (figures
+the compliance team publishes, e.g. an audit for a regulator: they reach every reader). Every
+request, whatever its kind, passes the same pipeline; a stage says which kinds it applies to
 (:attr:`~biasleak.mechanisms.policy.StageConfig.KINDS`)."""
+
+PUBLISHER: Final = "(compliance team)"
+"""The identity and organisation of a ``publication`` request: no developer can bear it (a
+developer's id is letters, digits, ``_``, ``.`` and ``-``), so no developer's suspension, rate
+limit or history applies to it."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,13 +83,14 @@ class AuditSet:
         return self._sizes[metric in ON_POSITIVES]
 
 
-class ServiceRun(Protocol):
-    """What ends the pipeline of a ``service`` request in place of the noise stage.
+class ReleaseRun(Protocol):
+    """What ends the pipeline of a request that is released by its own run (a ``service``
+    request, a ``publication``) in place of the noise stage.
 
-    The compliance side's service desk builds one per request (it holds the attribute; the
-    policy does not know what a service computes). :meth:`admit` reads the submission (the
-    always-on validation of a service request), :meth:`run` runs the service once every stage
-    has passed it; both return a refusal or ``None``, and neither may touch the policy state.
+    The compliance side builds one per request (it holds the attribute; the policy does not know
+    what a service or a publication computes). :meth:`admit` reads the submission (the
+    always-on validation of such a request), :meth:`run` releases it once every stage has passed
+    it; both return a refusal or ``None``, and neither may touch the policy state.
     """
 
     @property
@@ -92,23 +100,26 @@ class ServiceRun(Protocol):
 
     def admit(self, q: Pending) -> Refused | None:
         """Read the submission: set ``q.h`` to the models it carries, shape (k, n), k = 0 or 1
-        (the oracle learner's request carries none); refuse a request that cannot be served."""
+        (the oracle learner's request carries none; a publication carries the model it
+        publishes figures of); refuse a request that cannot be served."""
         ...
 
     def run(self, q: Pending) -> Refused | None:
-        """Run the service; put what the developer receives (and what to log) in ``q.result``."""
+        """Run the service (or compute the publication); put what its readers receive (and what
+        to log) in ``q.result``."""
         ...
 
 
 @dataclass(frozen=True, eq=False)
 class Request:
-    """One request as the policy sees it: a metric query, or a service request."""
+    """One request as the policy sees it: a metric query, a service request or a publication."""
 
     query_id: str
     identity: str
     organization: str
     metric: str
-    """The metric asked for; for a service request, the service's name."""
+    """The metric asked for; for a service request, the service's name; for a publication,
+    what it publishes."""
     predictions: Any
     """As sent: validated by :func:`~biasleak.mechanisms.policy.decide` (the service's own
     submission for a service request)."""
@@ -117,8 +128,9 @@ class Request:
     when the caller already has them; the cache computes them otherwise."""
     kind: str = "query"
     """One of :data:`REQUEST_KINDS`."""
-    service: ServiceRun | None = None
-    """For a ``service`` request: what runs it (the end of its pipeline)."""
+    run: ReleaseRun | None = None
+    """For a ``service`` request or a ``publication``: what releases it (the end of its
+    pipeline)."""
 
 
 class ModelHistory:

@@ -7,7 +7,9 @@ from the noise stage; exact answers cost ``epsilon = inf``); the charge is made 
 release succeeded, so a refused query is charged nothing. Models served from the cache cost
 nothing. Identities of one organisation share an ``organization`` budget, which is what stops
 Sybil identities from multiplying their budget. A service request is charged the service's own
-cost to the same ledgers.
+cost to the same ledgers. A publication reaches every reader: it is charged to every ledger,
+those open and those opened later (:meth:`~biasleak.mechanisms.accounting.LedgerBook.publish`),
+and refused when any of them cannot afford it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
 from pydantic import Field, model_validator
 
-from biasleak.mechanisms.accounting import BudgetExceeded, LedgerBook
+from biasleak.mechanisms.accounting import LedgerBook, replay
 from biasleak.mechanisms.policy._stage import Pending, Refused, StageConfig
 from biasleak.mechanisms.policy._state import PolicyState
 
@@ -57,25 +59,19 @@ class Budget(StageConfig):
     @classmethod
     def check(cls, stages: Sequence[Budget], q: Pending) -> Refused | None:
         eps, delta = q.cost
-        ledgers = []
+        charged = []
         for index, budget in enumerate(stages):
             book = q.state.ledger_book(index, budget)
-            ledger = book.ledger(identity=q.request.identity, organization=q.request.organization)
-            if q.m_new and not ledger.can_afford(eps, delta):
-                if math.isinf(eps):
-                    what = "exact answers (epsilon = inf)"
-                else:
-                    what = f"epsilon {eps:g}" + (f", delta {delta:g}" if delta else "")
-                asked = (
-                    f"{q.m_new} model(s)" if q.kind == "query" else f"one {q.request.metric} run"
-                )
-                return Refused(
-                    "budget_exhausted",
-                    f"{what} for {asked} exceeds the {budget.scope} budget: spent "
-                    f"{ledger.spent:g} of {budget.epsilon:g}",
-                )
-            ledgers.append(ledger)
-        q.scratch["budget"] = ledgers
+            if q.kind == "publication":
+                readers = book.readers()
+            else:
+                who = {"identity": q.request.identity, "organization": q.request.organization}
+                readers = [(book.key(**who), book.ledger(**who))]
+            for key, ledger in readers:
+                if q.m_new and not ledger.can_afford(eps, delta):
+                    return Refused("budget_exhausted", _exceeds(budget, q, key, ledger))
+            charged.append((book, readers[0][1]))
+        q.scratch["budget"] = charged
         return None
 
     @classmethod
@@ -83,17 +79,40 @@ class Budget(StageConfig):
         if not q.m_new:
             return
         eps, delta = q.cost
-        for ledger in q.scratch["budget"]:
-            ledger.charge(eps, delta)
+        for book, ledger in q.scratch["budget"]:
+            if q.kind == "publication":
+                book.publish(eps, delta)
+            else:
+                ledger.charge(eps, delta)
+
+
+def _exceeds(budget: Budget, q: Pending, key: str | None, ledger: Any) -> str:
+    """What a refusal for an unaffordable release says."""
+    eps, delta = q.cost
+    if math.isinf(eps):
+        what = "exact answers (epsilon = inf)"
+    else:
+        what = f"epsilon {eps:g}" + (f", delta {delta:g}" if delta else "")
+    spent = f"spent {ledger.spent:g} of {budget.epsilon:g}"
+    if q.kind == "query":
+        return f"{what} for {q.m_new} model(s) exceeds the {budget.scope} budget: {spent}"
+    if q.kind == "service":
+        return f"{what} for one {q.request.metric} run exceeds the {budget.scope} budget: {spent}"
+    reader = f"{budget.scope} {key!r}" if key is not None else f"a new {budget.scope}"
+    return (
+        f"{what} for one publication ({q.request.metric}) exceeds the budget of {reader}, "
+        f"which it reaches like every reader: {spent}"
+    )
 
 
 def carry_ledgers(old: Policy, new: Policy, state: PolicyState) -> None:
     """Move what every ledger spent under the old budgets onto the new budgets.
 
     The ledgers are kept per budget stage, by position. A stage with the same scope, delta
-    and composition keeps its charges (replayed in order onto a ledger of the new total); a
-    charge that no longer fits fills the ledger, so that nothing more is released. A new stage
-    starts empty.
+    and composition keeps its charges (replayed in order onto a ledger of the new total,
+    :func:`~biasleak.mechanisms.accounting.replay`: a charge that no longer fits fills the
+    ledger, so that nothing more is released) and its publications (every ledger opened later
+    starts with them). A new stage starts empty.
     """
     old_budgets: list[Budget] = old.of_kind("budget")
     carried = {}
@@ -106,23 +125,8 @@ def carry_ledgers(old: Policy, new: Policy, state: PolicyState) -> None:
         )
         if previous is not None and same:
             for key, ledger in previous.items():
-                target = book.ledger(identity=key, organization=key)
-                for charge in ledger.charges:
-                    if target.can_afford(charge.epsilon, charge.delta):
-                        target.charge(charge.epsilon, charge.delta)
-                    else:
-                        _fill(target)
-                        break
+                replay(book.ledger(identity=key, organization=key), ledger.charges)
+            book.carry_public(previous.public)
         carried[index] = book
     state.ledgers.clear()
     state.ledgers.update(carried)
-
-
-def _fill(ledger: Any) -> None:
-    """Spend what a ledger has left, so that it refuses every further release."""
-    remaining = ledger.remaining
-    if remaining > 0 and math.isfinite(remaining):
-        try:
-            ledger.charge(remaining, 0.0)
-        except BudgetExceeded:  # rounding at the very edge: already as full as it gets
-            pass

@@ -10,7 +10,8 @@ ceilings of an identity served another's cached value count that release for it 
 
 A service request is cached the same way, by the digest of everything it submits (service,
 learner, base model): sent again, it gets the earlier run's result, free, rather than a fresh
-run whose noise could be averaged away.
+run whose noise could be averaged away. So is a publication (by the digest its request carries:
+the model and the epsilon): the same figures published again are the same numbers.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class Cache(StageConfig):
         given = q.request.digests
         if given is not None and len(given) == len(q.cached):
             digests = list(given)
-        elif q.kind == "service":  # one release: everything it submits
+        elif q.kind != "query":  # one release: everything it submits
             digests = [model_digest(q.h.ravel())]
         else:
             digests = [model_digest(row) for row in q.h]
@@ -58,14 +59,14 @@ class Cache(StageConfig):
     @classmethod
     def commit(cls, stages: Sequence[Cache], q: Pending) -> None:
         metric, cache, digests = q.request.metric, q.state.cache, q.scratch["cache"]
-        if q.kind == "service":
+        if q.kind != "query":
             key = (metric, digests[0])
             if q.cached[0]:
                 q.result = cache[key]
                 return
             eps, delta = q.cost
             cache[key] = q.result
-            facts = ReleaseFacts(metric, eps, delta, "raw", "service", 0.0)
+            facts = ReleaseFacts(metric, eps, delta, "raw", q.kind, 0.0)
             q.state.cache_origin[key] = CacheOrigin(
                 q.request.identity, q.request.organization, facts
             )

@@ -4,10 +4,11 @@
 [0, 1], finite, of shape (n,) or (m, n) with n the audit-set size; at most ``max_models`` models.
 A query the policy cannot read is refused with ``invalid`` (or ``metric_not_allowed`` for a
 well-formed query of a metric the policy does not answer, so that a strategy can switch metric
-without parsing prose). A service request is one release; its service reads its submission
-(:meth:`~biasleak.mechanisms.policy.ServiceRun.admit`: ``invalid`` for one it cannot read,
-``service_unavailable`` for a service not offered). **suspended?**: identities and organisations
-suspended after an auditor's alert are refused with ``suspended``, whatever they ask for.
+without parsing prose). A service request or a publication is one release; its own run reads
+its submission (:meth:`~biasleak.mechanisms.policy.ReleaseRun.admit`: ``invalid`` for one it
+cannot read, ``service_unavailable`` for a service not offered). **suspended?**: identities and
+organisations suspended after an auditor's alert are refused with ``suspended``, whatever they
+ask for.
 """
 
 from __future__ import annotations
@@ -41,14 +42,14 @@ WRONG_N: Final = (
 )
 TOO_MANY: Final = "a query may hold at most {most} models; received {m}"
 UNKNOWN_KIND: Final = "a request is one of {kinds}; received kind {kind!r}"
-NO_RUN: Final = "a service request must come with the service that runs it"
+NO_RUN: Final = "a {kind} request must come with the run that releases it"
 
 
 def validate(q: Pending) -> Refused | None:
     """Read the predictions into ``q.h`` (shape (m, n)) or refuse the request."""
     request, policy = q.request, q.policy
     if request.kind != "query":
-        return _admit_service(q)
+        return _admit_own_run(q)
     try:
         raw = np.asarray(request.predictions)
     except Exception:  # ragged nested lists, or an object whose conversion fails in any way
@@ -74,16 +75,16 @@ def validate(q: Pending) -> Refused | None:
     return None
 
 
-def _admit_service(q: Pending) -> Refused | None:
-    """A service request is one release: its service reads the submission."""
+def _admit_own_run(q: Pending) -> Refused | None:
+    """A service request or a publication is one release: its own run reads the submission."""
     request = q.request
     if request.kind not in REQUEST_KINDS:
         return Refused("invalid", UNKNOWN_KIND.format(kinds=list(REQUEST_KINDS), kind=request.kind))
-    if request.service is None:
-        return Refused("invalid", NO_RUN)
+    if request.run is None:
+        return Refused("invalid", NO_RUN.format(kind=request.kind))
     q.models = 1
     q.h = np.zeros((0, q.audit.n))
-    refused = request.service.admit(q)
+    refused = request.run.admit(q)
     if refused is not None:
         return refused
     q.cached = [False]

@@ -1,11 +1,13 @@
 """A policy and its decision for one request: a short loop over the stages of the registry.
 
-Every release passes this one gate: a metric query, or a service request (a private
-fair-learning service run on the audit set). Whatever order a scenario lists the stages in, they
+Every release passes this one gate: a metric query, a service request (a private fair-learning
+service run on the audit set) or a publication (figures the compliance team publishes, which
+reach every reader). Whatever order a scenario lists the stages in, they
 run in the order a careful compliance team would apply them (each stage's
 :attr:`~biasleak.mechanisms.policy.StageConfig.ORDER`): the always-on checks (validate,
 suspended?), then rate limits, the cache lookup, the refuse rules, the budget check and the
-release, which is the noise stage for a query and the service's own run for a service request.
+release, which is the noise stage for a query and the request's own run for a service request
+or a publication.
 A stage applies to the kinds it declares (:attr:`~biasleak.mechanisms.policy.StageConfig.KINDS`,
 every kind by default). Nothing is charged for a request that is then refused and nothing is
 released before it is checked. Once every stage has passed the request, each records what the
@@ -36,33 +38,34 @@ from biasleak.mechanisms.policy._state import (
 from biasleak.mechanisms.policy.noise import Noise
 from biasleak.mechanisms.sensitivity import SENSITIVITY_METRICS
 
-__all__ = ["Policy", "ServiceRelease", "decide"]
+__all__ = ["OwnRelease", "Policy", "decide"]
 
 
-class ServiceRelease(StageConfig):
-    """The release of a service request: the service's own run (in place of the noise stage).
+class OwnRelease(StageConfig):
+    """The release of a service request or a publication: its own run (in place of the noise
+    stage).
 
     Not configurable (every policy has it, as every policy has a release for queries): a
-    service served from the cache does not run again.
+    request served from the cache does not run again.
     """
 
     ORDER: ClassVar[int] = Noise.ORDER
-    KINDS: ClassVar[tuple[str, ...]] = ("service",)
+    KINDS: ClassVar[tuple[str, ...]] = ("service", "publication")
 
-    kind: Literal["service_release"] = "service_release"
+    kind: Literal["own_release"] = "own_release"
 
     @classmethod
     def check(cls, stages: Any, q: Pending) -> Refused | None:
-        service = q.request.service
-        if not q.m_new or service is None:  # served from the cache (or refused by validate)
+        run = q.request.run
+        if not q.m_new or run is None:  # served from the cache (or refused by validate)
             return None
-        return service.run(q)
+        return run.run(q)
 
 
 EXACT: Final = Noise(mechanism="exact")
 """The release of a policy without a noise stage."""
-SERVICE_RELEASE: Final = ServiceRelease()
-"""The release of every service request."""
+OWN_RELEASE: Final = OwnRelease()
+"""The release of every service request and publication."""
 REPEATED: Final = "policy may hold at most one {kind!r} stage; found {count}"
 NO_SENSITIVITY: Final = (
     "metrics {bad} cannot be answered with noise (no sensitivity in biasleak); with a noise "
@@ -112,10 +115,11 @@ class Policy:
     def pipelines(self) -> dict[str, list[tuple[str, list[Any]]]]:
         """Request kind -> (stage kind, stages of that kind) in the order they run for it: the
         stages that apply to it, always ending with a release (the noise stage, or exact
-        answers, for queries; the service's run for services)."""
+        answers, for queries; their own run for services and publications)."""
         releases = {
             "query": () if self.has("noise") else (EXACT,),
-            "service": (SERVICE_RELEASE,),
+            "service": (OWN_RELEASE,),
+            "publication": (OWN_RELEASE,),
         }
         out = {}
         for request_kind in REQUEST_KINDS:

@@ -4,7 +4,9 @@ A bucket holds ``per_day`` tokens and refills continuously at ``per_day / 24`` t
 simulated hour; a query needs one token per model, a service request one token. Every limit is
 checked before any is spent, and tokens are spent only by answered requests. A refused request
 carries ``retry_after``: the time at which every limit it hit has refilled enough. A query
-larger than a bucket can never fit and is refused without a retry time (split it).
+larger than a bucket can never fit and is refused without a retry time (split it). A rate limit
+meters what developers ask for; a publication is the compliance team's own release, which no
+developer asks for, so rate limits do not apply to it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class RateLimit(StageConfig):
     """At most ``per_day`` models per simulated day per identity or organisation."""
 
     ORDER: ClassVar[int] = 30
+    KINDS: ClassVar[tuple[str, ...]] = ("query", "service")
     REPEATABLE: ClassVar[bool] = True
     REFUSALS: ClassVar[dict[str, str]] = {"rate_limited": "a rate limit has too few tokens left"}
 

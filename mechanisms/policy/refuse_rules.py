@@ -9,7 +9,8 @@ decision) or ``|1 - 2 h_j|`` (a flipped probability). Both look only at the mode
 from the cache. They read a service request's submitted model (the base model sent for
 post-processing) like a query's, and the models of both kinds share the organisation's history;
 a service request that submits no model (the oracle learner's) passes them unread, and the
-decision says so (:attr:`~biasleak.mechanisms.policy.Decision.unchecked`).
+decision says so (:attr:`~biasleak.mechanisms.policy.Decision.unchecked`). A publication's model
+(the one it publishes figures of) is read the same way.
 """
 
 from __future__ import annotations

@@ -17,12 +17,14 @@ The other actions act on the agents through their own methods: ``suspend`` and `
 (the compliance agent's, which send the developers the notices an alert's suspension sends),
 ``auditor_on`` (the auditor starts and reads the whole query log at its first visit),
 ``on_alert`` (the reaction to later alerts), ``publish_audit`` (a private audit release of the
-base model's selection rates, :mod:`biasleak.mechanisms.audit`, on its own random stream, so
-publishing changes no other draw) and ``message``.
+base model's selection rates, :meth:`~biasleak.agents.compliance.Compliance.publish`: through the
+policy gate, charged to every reader's budget, on its own random stream so that publishing
+changes no other draw) and ``message``.
 
 Every action is one log event of the agent that carries it out (``policy_changed`` or
 ``policy_change_refused``, ``suspension_changed``, ``auditor_started``, ``reaction_changed``,
-``audit_published`` with its internal twin ``audit_internal``, ``message_sent``), stamped with
+``audit_published`` with its internal twin ``audit_internal``, or ``publication_refused``,
+``message_sent``), stamped with
 the decision or inject that caused it.
 """
 
@@ -32,10 +34,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
 from pydantic import ValidationError
 
-from biasleak.mechanisms.audit import rate_difference, release_counts_and_totals
+from biasleak.agents.publications import AuditPublication
 from biasleak.mechanisms.policy import STAGES, Policy
 from biasleak.sim.scenario import AuditorConfig, ComplianceConfig
 
@@ -44,7 +45,6 @@ __all__ = [
     "ActionContext",
     "PolicyChangeError",
     "apply_action",
-    "audit_vector",
     "changed_compliance",
     "describe_policy",
     "services_only",
@@ -229,76 +229,10 @@ def apply_action(ctx: ActionContext, action: Any, *, cause: str) -> None:
         raise ValueError(f"unknown action kind {action.kind!r}")
 
 
-AUDIT_NEIGHBOURING: Final = "add/remove one record"
-"""The neighbouring rule the published ``epsilon`` is stated under (the audit literature's)."""
-ATTRIBUTE_CHANGE_FACTOR: Final = 2.0
-"""The published release's epsilon under biasleak's own rule (one person's protected attribute
-changes), as a multiple of its add/remove epsilon (see :func:`_publish_audit`)."""
-
-
-def audit_vector(
-    protected: ArrayLike, predictions: ArrayLike
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """What a published audit releases, exactly: ``(accepted per group, size per group)``.
-
-    Groups in the order (advantaged A = 1, disadvantaged A = 0); a person is accepted when the
-    model's prediction is at least 0.5.
-    """
-    a = np.asarray(protected) == 1
-    accepted = np.asarray(predictions) >= 0.5
-    counts = np.array(
-        [np.count_nonzero(accepted & a), np.count_nonzero(accepted & ~a)], dtype=np.float64
-    )
-    sizes = np.array([np.count_nonzero(a), np.count_nonzero(~a)], dtype=np.float64)
-    return counts, sizes
-
-
 def _publish_audit(ctx: ActionContext, epsilon: float, *, cause: str) -> None:
-    r"""Release the base model's selection rate per group and their difference, privately.
-
-    The released vector is (accepted in the advantaged group, accepted in the disadvantaged
-    group, N1, N0): the counts of people the base model accepts (h >= 0.5) and the group sizes,
-    which biasleak keeps secret like every other function of the protected attribute. Laplace
-    noise of scale ``2 / epsilon`` in each cell
-    (:func:`~biasleak.mechanisms.audit.release_counts_and_totals`): adding or removing one
-    record moves one total and at most one count by one, L1 sensitivity 2, so the release is
-    ``epsilon``-DP under the add/remove rule. Under biasleak's own neighbouring rule (one
-    person's attribute flips, the data set keeps its size) the person leaves one group and
-    joins the other: both totals move by one, and both counts when the base model accepts them,
-    L1 sensitivity 4, so the same release is ``2 epsilon``-DP; the public event states both.
-    The rates divide the released counts by the released totals (post-processing: the totals
-    floored at 1, the rates clipped to [0, 1]). The exact counts, sizes and difference go only
-    into the compliance side's ``audit_internal`` event.
-    """
+    """Publish the base model's selection rates per group, privately, through the compliance
+    agent's gate (:class:`~biasleak.agents.publications.AuditPublication`, on the audit
+    releases' own random stream)."""
     world = ctx.world
-    counts, sizes = audit_vector(world.data.protected, world.h0)
-    released, _ = release_counts_and_totals(counts, sizes, epsilon=epsilon, rng=ctx.audit_rng)
-    noisy_counts, noisy_sizes = released.counts[:2], released.counts[2:]
-    totals = np.maximum(noisy_sizes, 1.0)
-    noisy_rates = np.clip(noisy_counts / totals, 0.0, 1.0)
-    difference = float(noisy_rates[0] - noisy_rates[1])
-    exact = rate_difference(counts, sizes)
-    log = world.agents.compliance.log
-    log.info(
-        "audit_published",
-        cause=cause,
-        epsilon=float(epsilon),
-        neighbouring=AUDIT_NEIGHBOURING,
-        sensitivity=released.sensitivity,
-        epsilon_attribute_change=ATTRIBUTE_CHANGE_FACTOR * float(epsilon),
-        sensitivity_attribute_change=ATTRIBUTE_CHANGE_FACTOR * released.sensitivity,
-        noise_scale=released.scale,
-        released_counts=[float(v) for v in noisy_counts],
-        released_group_sizes=[float(v) for v in noisy_sizes],
-        selection_rates=[float(r) for r in noisy_rates],
-        rate_difference=difference,
-    )
-    log.info(
-        "audit_internal",
-        internal=True,
-        cause=cause,
-        exact_counts=[int(c) for c in counts],
-        exact_group_sizes=[int(n) for n in sizes],
-        exact_rate_difference=exact,
-        error=abs(difference - exact),
-    )
+    publication = AuditPublication(epsilon, world.h0, ctx.audit_rng)
+    world.agents.compliance.publish(publication, cause=cause)

@@ -73,6 +73,8 @@ class Record:
         self.epsilon: dict[str, list[tuple[float, float]]] = defaultdict(list)
         """Organisation -> (hours, cumulative epsilon charged) after every charge."""
         self.epsilon_total: dict[str, float] = defaultdict(float)
+        self.published_epsilon = 0.0
+        """What the publications charged every reader (under the attribute-change rule)."""
         self.answered: dict[str, int] = defaultdict(int)
         """Identity -> models answered."""
         self.refused: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -140,6 +142,8 @@ class Record:
 
     def _charge(self, e: dict[str, Any], t: float) -> None:
         org = e.get("organization") or self.organization_of.get(e.get("sender", ""), "?")
+        if org not in self.epsilon_total:  # a reader seen after a publication starts with it
+            self.epsilon_total[org] = self.published_epsilon
         self.epsilon_total[org] += _num(e["epsilon_charged"])
         self.epsilon[org].append((t, self.epsilon_total[org]))
 
@@ -181,6 +185,14 @@ class Record:
 
     def _on_audit_published(self, e: dict[str, Any], t: float) -> None:
         attribute_change = e.get("epsilon_attribute_change")
+        if attribute_change is not None and not e.get("cached"):
+            # a publication reaches every reader: it is charged to every organisation
+            charge = _num(attribute_change)
+            self.published_epsilon += charge
+            known = {d["organization"] for d in self.developers.values() if d["organization"]}
+            for org in sorted(known | set(self.organization_of.values()) | set(self.epsilon_total)):
+                self.epsilon_total[org] += charge
+                self.epsilon[org].append((t, self.epsilon_total[org]))
         self.audits.append(
             {
                 "t": t,

@@ -106,6 +106,8 @@ class Tally:
         """The auditor's alerts, per detector."""
         self.routes: dict[str, set[str]] = defaultdict(set)
         """The routes each developer took: ``metric_queries`` or a service's kind."""
+        self.public: list[ReleaseSpec] = []
+        """The publications' releases (every developer and organisation reads them)."""
         self.services_seen = False
         """Whether any developer asked for a fair-learning service (the run has routes)."""
 
@@ -250,6 +252,13 @@ class Tally:
         for spec in service_specs(e):
             self._add(e["sender"], e.get("organization"), spec)
 
+    def audit_published(self, e: dict[str, Any]) -> None:
+        """A publication reaches every reader: its guarantee (under the rule that one person's
+        attribute changes) enters every developer's and organisation's ceilings; the same
+        figures published again (cached) add nothing."""
+        if not e.get("cached"):
+            self.public.append(ReleaseSpec("service", _number(e["epsilon_attribute_change"])))
+
     def service_refused(self, e: dict[str, Any]) -> None:
         self.refused[e["reason"]] += 1
         if attribute_dependent(e.get("reason"), e.get("detail")):
@@ -318,6 +327,7 @@ HANDLERS: dict[str, Callable[[Tally, dict[str, Any]], None]] = {
     "service_timeout": Tally.service_timeout,
     "service_answered": Tally.service_answered,
     "service_refused": Tally.service_refused,
+    "audit_published": Tally.audit_published,
     "service_evaluation": Tally.service_evaluation,
     "exposure": Tally.exposure_event,
 }
@@ -350,7 +360,14 @@ def ceilings(tally: Tally, prior: NDArray[np.float64] | None) -> dict[str, Organ
     for ident, d in tally.developers.items():
         proxy = d["strategy"] in PROXY_KINDS
         d.update(
-            _ceiling(tally, tally.releases[ident], [ident], proxy, prior, ("developer", ident))
+            _ceiling(
+                tally,
+                [*tally.releases[ident], *tally.public],
+                [ident],
+                proxy,
+                prior,
+                ("developer", ident),
+            )
         )
         if d["organization"] is not None:
             members[d["organization"]].append(ident)
@@ -359,7 +376,7 @@ def ceilings(tally: Tally, prior: NDArray[np.float64] | None) -> dict[str, Organ
             "developers": idents,
             **_ceiling(
                 tally,
-                tally.org_releases[org],
+                [*tally.org_releases[org], *tally.public],
                 idents,
                 any(tally.developers[i]["strategy"] in PROXY_KINDS for i in idents),
                 prior,

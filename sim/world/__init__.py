@@ -309,6 +309,7 @@ def _assemble(
     )
     compliance.on_release = exposure
     compliance.on_service = exposure.add_service
+    compliance.on_publication = exposure.add_publication
     agents = Agents(compliance, evaluator, {}, None, exposure)
     for item in built:
         if item[0].id not in deferred:

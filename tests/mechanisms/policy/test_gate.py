@@ -1,4 +1,5 @@
-"""One gate for every release: metric queries and service requests pass the same policy pipeline.
+"""One gate for every release: metric queries, service requests and publications pass the same
+policy pipeline (publications: tests/agents/test_publications.py).
 
 Every registered stage is run against every request kind; the stages that say they apply to a
 kind must act on it (refuse what they refuse for a query, charge what they charge), the noise
@@ -20,6 +21,7 @@ from biasleak.agents.compliance import Compliance
 from biasleak.agents.messages import Envelope, Query, Refusal, ServiceRequest, ServiceResult
 from biasleak.agents.services import OracleLearnerService, PostProcessingService, ServiceDesk
 from biasleak.mechanisms.policy import (
+    PUBLISHER,
     REQUEST_KINDS,
     STAGES,
     AuditSet,
@@ -37,22 +39,9 @@ from biasleak.mechanisms.policy import (
     StageConfig,
     decide,
 )
-from biasleak.mechanisms.policy.decide import ServiceRelease
+from biasleak.mechanisms.policy.decide import OwnRelease
 
 N = 400
-
-
-class _Log:
-    """A structlog stand-in that keeps (event, fields)."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    def info(self, event: str, **fields: Any) -> None:
-        self.events.append((event, fields))
-
-    def of(self, event: str) -> list[dict[str, Any]]:
-        return [f for e, f in self.events if e == event]
 
 
 def _data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -119,16 +108,22 @@ def test_every_stage_runs_for_every_kind_it_declares(stage_kind: str, request_ki
     kinds_in_pipeline = {kind for kind, _ in policy.pipelines[request_kind]}
     assert (stage_kind in kinds_in_pipeline) == (request_kind in type(stage).KINDS)
     # every request kind ends in exactly one release
-    releases = [k for k in kinds_in_pipeline if k in ("noise", "service_release")]
-    assert releases == (["noise"] if request_kind == "query" else ["service_release"])
+    releases = [k for k in kinds_in_pipeline if k in ("noise", "own_release")]
+    assert releases == (["noise"] if request_kind == "query" else ["own_release"])
 
 
-def test_only_the_noise_stage_leaves_a_kind_to_another_release() -> None:
+# The stages that say they do not apply to some kind, and to which: every other stage applies
+# to every kind (a new exception must be argued here).
+EXCEPTIONS: dict[str, tuple[str, ...]] = {
+    "noise": ("query",),  # services and publications are released by their own run
+    "rate_limit": ("query", "service"),  # meters what developers ask for; nobody asks for a
+    # publication
+}
+
+
+def test_only_the_stages_that_say_so_leave_a_kind_out() -> None:
     for kind, stage in STAGES.items():
-        if kind == "noise":
-            assert type(SAMPLES[kind][0]).KINDS == ("query",)
-        else:
-            assert stage.KINDS == REQUEST_KINDS, kind
+        assert stage.KINDS == EXCEPTIONS.get(kind, REQUEST_KINDS), kind
 
 
 @pytest.mark.parametrize("stage_kind", list(STAGES))
@@ -157,6 +152,55 @@ def test_each_stage_acts_on_a_second_service_request(stage_kind: str) -> None:
     if stage_kind == "budget":
         assert _spent(state) == pytest.approx(1.0)  # the refused request is charged nothing
         assert "one dp_postprocessing run" in second.reply.detail
+
+
+# What each stage does to a second publication (the same audit of a model one person away, for
+# the near-duplicate rule; the same audit again for the cache): None, it is published.
+ON_PUBLICATION: dict[str, str | None] = {
+    "rate_limit": None,  # does not apply
+    "cache": None,
+    "min_support": None,
+    "near_duplicate": "near_duplicate",
+    "budget": "budget_exhausted",  # 0.5 add/remove is 1.0 a reader; twice is over 1.5
+    "noise": None,  # does not apply
+}
+
+
+@pytest.mark.parametrize("stage_kind", list(STAGES))
+def test_each_stage_acts_on_a_second_publication(stage_kind: str) -> None:
+    from biasleak.agents.publications import AuditPublication
+
+    assert set(ON_PUBLICATION) == set(STAGES)
+    _, y, a, base = _data()
+    audit, state = AuditSet.from_arrays(a, y), PolicyState()
+    policy = Policy(stages=(SAMPLES[stage_kind][0],))
+
+    def publish(k: int, model: np.ndarray) -> Any:
+        run = AuditPublication(0.5, model, np.random.default_rng(k))
+        request = Request(
+            f"p-{k}",
+            PUBLISHER,
+            PUBLISHER,
+            run.kind,
+            None,
+            (run.digest,),
+            kind="publication",
+            run=run,
+        )
+        return decide(policy, request, audit, state, now=0.0, rng=np.random.default_rng(0))
+
+    first = publish(1, base.astype(np.float64))
+    assert first.answered
+    second_model = base.astype(np.float64)
+    if stage_kind == "near_duplicate":
+        second_model[0] = 1.0 - second_model[0]
+    second = publish(2, second_model)
+    expected = ON_PUBLICATION[stage_kind]
+    assert second.answered == (expected is None)
+    if expected is not None:
+        assert second.reason == expected
+    if stage_kind == "cache":  # the same audit again: the earlier figures
+        assert second.cached == (True,) and second.result is first.result
 
 
 def test_min_support_reads_the_base_model_of_a_service_request() -> None:
@@ -221,10 +265,12 @@ class Closed(StageConfig):
         return Refused("closed", f"closed to {q.kind} requests")
 
 
-def test_a_new_stage_by_the_recipe_guards_queries_and_services_through_the_agent() -> None:
+def test_a_new_stage_by_the_recipe_guards_queries_and_services_through_the_agent(
+    event_log: Any,
+) -> None:
     x, y, a, base = _data()
     env = simpy.Environment()
-    log = _Log()
+    log = event_log
     compliance = Compliance(
         env,
         policy=Policy(metrics=("sp",), stages=(Closed(),)),
@@ -246,10 +292,10 @@ def test_a_new_stage_by_the_recipe_guards_queries_and_services_through_the_agent
     assert [r.reason for r in compliance.query_log] == ["closed"] * 3
 
 
-def test_the_auditor_reads_service_requests_and_counts_those_it_cannot() -> None:
+def test_the_auditor_reads_service_requests_and_counts_those_it_cannot(event_log: Any) -> None:
     x, y, a, _ = _data()
     env = simpy.Environment()
-    log = _Log()
+    log = event_log
     compliance = Compliance(
         env,
         policy=Policy(metrics=("sp",)),
@@ -279,10 +325,12 @@ def test_the_auditor_reads_service_requests_and_counts_those_it_cannot() -> None
     assert log.of("audit_run")[0]["unread"] == 1
 
 
-def test_a_cached_service_result_is_logged_free_and_counted_for_a_new_reader() -> None:
+def test_a_cached_service_result_is_logged_free_and_counted_for_a_new_reader(
+    event_log: Any,
+) -> None:
     x, y, a, _ = _data()
     env = simpy.Environment()
-    log = _Log()
+    log = event_log
     told: list[tuple[str, dict[str, Any]]] = []
     compliance = Compliance(
         env,
@@ -307,19 +355,23 @@ def test_a_cached_service_result_is_logged_free_and_counted_for_a_new_reader() -
     assert len(log.of("service_internal")) == 1  # the service ran once
 
 
-def test_the_service_release_runs_last_and_is_not_configurable() -> None:
-    assert "service_release" not in STAGES
+def test_the_own_release_runs_last_and_is_not_configurable() -> None:
+    assert "own_release" not in STAGES
     policy = Policy(stages=(Budget(epsilon=1.0), RateLimit(per_day=3)))
     kinds = [k for k, _ in policy.pipelines["service"]]
-    assert kinds == ["rate_limit", "budget", "service_release"]
-    assert ServiceRelease.ORDER == Noise.ORDER
+    assert kinds == ["rate_limit", "budget", "own_release"]
+    assert OwnRelease.ORDER == Noise.ORDER
     queries = [k for k, _ in Policy(stages=(Noise("laplace", 1.0),)).pipelines["query"]]
     assert queries == ["noise"]
 
 
 @pytest.mark.parametrize(
     ("kind", "expected"),
-    [("bogus", "a request is one of"), ("service", "must come with the service")],
+    [
+        ("bogus", "a request is one of"),
+        ("service", "must come with the run"),
+        ("publication", "must come with the run"),
+    ],
 )
 def test_a_request_of_an_unknown_kind_or_without_its_run_is_refused_as_invalid(
     small_audit: AuditSet, kind: str, expected: str
@@ -332,10 +384,12 @@ def test_a_request_of_an_unknown_kind_or_without_its_run_is_refused_as_invalid(
     assert state == PolicyState()  # nothing charged, nothing remembered
 
 
-def test_a_ragged_base_model_is_refused_as_invalid_and_logged_without_models() -> None:
+def test_a_ragged_base_model_is_refused_as_invalid_and_logged_without_models(
+    event_log: Any,
+) -> None:
     x, y, a, _ = _data()
     env = simpy.Environment()
-    log = _Log()
+    log = event_log
     compliance = Compliance(
         env,
         policy=Policy(),

@@ -609,7 +609,7 @@ def test_a_published_audit_keeps_the_group_sizes_private(tmp_path: Path) -> None
 def test_the_audit_vector_has_the_sensitivities_the_event_states() -> None:
     """(accepted per group, group sizes): L1 2 when a record is added or removed, L1 4 when one
     person's attribute changes (both groups' sizes and, when accepted, counts move)."""
-    from biasleak.sim.exercise.actions import audit_vector
+    from biasleak.agents.publications import audit_vector
 
     rng = np.random.default_rng(0)
     protected = rng.integers(0, 2, size=12)
