@@ -4,6 +4,7 @@ objective ratings, the role filter, the report and the exercise schema."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -604,6 +605,31 @@ def test_a_published_audit_keeps_the_group_sizes_private(tmp_path: Path) -> None
     assert internal["error"] == pytest.approx(
         abs(published["rate_difference"] - internal["exact_rate_difference"])
     )
+
+
+def test_a_published_audit_is_charged_to_every_organisation_and_bounds_every_reader(
+    tmp_path: Path,
+) -> None:
+    """A publication reaches every reader: the record charges it to every organisation, and the
+    summary's ceilings of every developer and organisation count it (epsilon 1 under the
+    attribute-change rule bounds the most exposed person at e / (1 + e) at least)."""
+    msel = (
+        "  - {id: audit, kind: policy, at_hours: 2,\n"
+        "     actions: [{kind: publish_audit, epsilon: 0.5}]}\n"
+    )
+    session = ExerciseSession(parse_exercise(_services_exercise(msel)), out=tmp_path / "out")
+    session.finish()
+    record = Record.from_events(session.events())
+    assert record.published_epsilon == 1.0
+    organizations = {d["organization"] for d in record.developers.values()}
+    assert organizations and organizations <= set(record.epsilon_total)
+    assert all(record.epsilon_total[org] >= 1.0 for org in organizations)
+    summary = session.events()[-1]["summary"]
+    floor = 100.0 * math.e / (1.0 + math.e)
+    parties = [*summary["developers"].values(), *summary["organizations"].values()]
+    assert parties
+    for party in parties:
+        assert party["person_ceiling"]["policy"] >= floor - 1e-9
 
 
 def test_the_audit_vector_has_the_sensitivities_the_event_states() -> None:
