@@ -60,7 +60,7 @@ share. So it is post-processing and costs no privacy. The uniform average is one
 ``q``, so the saddle mixture's value in the released game is never worse; at finite epsilon it
 may lean on rounds whose noise understated their violation (by at most the largest noise draw),
 where the uniform average lets the noise average out. Measured with ``biasleak paper``'s splits
-(``sim/fair_experiments.prepare``, seeds 0-4, T = 20, ``B = 1/gamma``, ``eta = 2/B``) at
+(``sim/fair/data.prepare``, seeds 0-4, T = 20, ``B = 1/gamma``, ``eta = 2/B``) at
 epsilon = inf, held-out error / equalized-odds violation, mean of five seeds:
 
 =========  ======================  ======================  ==================

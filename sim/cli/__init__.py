@@ -34,7 +34,7 @@ Subcommands:
     and its report (default ``docs/paper/NAME``).
 ``paper fair-postprocessing|fair-inprocessing|fair-convergence [--to DIR] [--seeds K] ...``
     The private fair-learning experiments of Jagielski et al. 2019 on Adult and German credit
-    (:mod:`biasleak.sim.fair_experiments`) and their report (default ``docs/paper/NAME``);
+    (:mod:`biasleak.sim.fair`) and their report (default ``docs/paper/NAME``);
     also ``--workers W``, and ``--quick``, which shrinks the grid to a smoke test.
 ``audit FILE [--trials N] [--seed N] [--set key.path=value ...] [--canaries M]``
 ``[--scale-factor F] [--json]``

@@ -414,7 +414,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_fair_paper(args: argparse.Namespace) -> int:
     """``biasleak paper fair-*``: run the experiment, then write its report."""
-    from biasleak.sim.fair_experiments import run_experiment, settings_for
+    from biasleak.sim.fair.experiment import run_experiment
+    from biasleak.sim.fair.settings import settings_for
     from biasleak.sim.report.fair import write_fair_report
 
     problems = _count_problems(args)

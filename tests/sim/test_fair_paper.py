@@ -22,8 +22,9 @@ from numpy.typing import NDArray
 
 from biasleak.mechanisms.fair import count_table, dp_postprocess, run_oracle_learner
 from biasleak.mechanisms.fair.oracle import lagrangian_costs
-from biasleak.sim import fair_experiments as fe
 from biasleak.sim.cli import main
+from biasleak.sim.fair import experiment as fe
+from biasleak.sim.fair import settings as fs
 from biasleak.sim.paper_items import FAIR_EXPERIMENTS, PAPER_ITEMS
 from biasleak.sim.report.fair import write_fair_report
 
@@ -118,7 +119,7 @@ def test_oracle_noise_is_centred_with_the_stated_scales() -> None:
 # --------------------------------------------------------------------------------------------
 # The runner on tiny grids
 
-TINY = fe.Settings(
+TINY = fs.Settings(
     "fair-postprocessing",
     seeds=3,
     gammas=(0.0, 0.1),
@@ -155,7 +156,7 @@ def test_postprocessing_rows_and_privacy_costs_fairness() -> None:
 
 
 def test_oracle_rows_upsampling_divides_the_noise() -> None:
-    settings = fe.Settings(
+    settings = fs.Settings(
         "fair-inprocessing",
         seeds=2,
         gammas=(0.1,),
@@ -189,21 +190,21 @@ def test_rows_do_not_depend_on_the_number_of_workers() -> None:
 
 def test_bad_settings_are_refused_with_what_is_allowed() -> None:
     with pytest.raises(ValueError, match="fair-postprocessing"):
-        fe.settings_for("fair-nothing")
+        fs.settings_for("fair-nothing")
     with pytest.raises(ValueError, match="seeds must be an integer >= 1"):
-        fe.settings_for("fair-inprocessing", seeds=0)
+        fs.settings_for("fair-inprocessing", seeds=0)
     with pytest.raises(ValueError, match="adult"):
         fe.jobs_for(dataclasses.replace(TINY, datasets=("communities",)))
     with pytest.raises(ValueError, match="workers"):
         fe.run_experiment(TINY, workers=0)
-    assert fe.settings_for("fair-convergence", seeds=3, quick=True).seeds == 3
+    assert fs.settings_for("fair-convergence", seeds=3, quick=True).seeds == 3
 
 
 def test_without_fairlearn_the_references_are_skipped_with_the_extra_named(
     monkeypatch: pytest.MonkeyPatch, tmp_path
 ) -> None:
-    monkeypatch.setattr(fe, "fairlearn_available", lambda: False)
-    settings = fe.Settings(
+    monkeypatch.setattr(fs, "fairlearn_available", lambda: False)
+    settings = fs.Settings(
         "fair-convergence", seeds=1, gammas=(0.05,), epsilons=(1.0, math.inf),
         datasets=("german",), rounds=2,
     )  # fmt: skip
