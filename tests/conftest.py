@@ -3,60 +3,29 @@ a world built from the tiny scenario, and a log that records what an agent logs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import worlds
+from worlds import TinyWorld
 
 from biasleak.mechanisms.policy import AuditSet
-
-TINY_WORLD = """\
-name: {name}
-seed: {seed}
-horizon_days: 2
-data: {{dataset: synthetic, n: 80, minority: 8}}
-developers:
-  - id: mallory
-    organization: acme
-    strategy: {{kind: compressed_sensing, queries: 12, batch: 100000, prepare_hours: 0.1}}
-compliance:
-  metrics: [sp]
-  answer_hours: 0.01
-  policy:
-    - {{kind: noise, mechanism: {mechanism}, epsilon: {epsilon}, per: batch}}
-"""
-"""An 80-person synthetic audit set and one compressed-sensing attacker: a run takes well under a
-second."""
-
-TinyWorld = Callable[..., str]
-
-
-def _tiny_world(
-    name: str = "tiny",
-    *,
-    seed: int = 3,
-    mechanism: str = "attribute_conceal",
-    epsilon: float = 10.0,
-    grid: str = "",
-) -> str:
-    text = TINY_WORLD.format(name=name, seed=seed, mechanism=mechanism, epsilon=epsilon)
-    return text + (f"grid:\n{grid}" if grid else "")
 
 
 @pytest.fixture(scope="session")
 def tiny_world() -> TinyWorld:
     """``tiny_world(name, seed=, mechanism=, epsilon=, grid=)`` -> the tiny scenario's text
     (``grid``: the body of a ``grid:`` mapping, indented, for a sweep)."""
-    return _tiny_world
+    return worlds.tiny_world
 
 
 @pytest.fixture
 def tiny_scenario(tmp_path: Path) -> Path:
     """The tiny scenario, written to a file."""
     path = tmp_path / "tiny.yaml"
-    path.write_text(_tiny_world(), encoding="utf-8")
+    path.write_text(worlds.tiny_world(), encoding="utf-8")
     return path
 
 

@@ -19,27 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from worlds import tiny_world
 
 from biasleak.sim.cli import main
 from biasleak.sim.executors import pool
 
-TINY = """\
-name: tiny
-seed: 3
-horizon_days: 2
-data: {dataset: synthetic, n: 80, minority: 8}
-developers:
-  - id: mallory
-    organization: acme
-    strategy: {kind: compressed_sensing, queries: 12, batch: 100000, prepare_hours: 0.1}
-compliance:
-  metrics: [sp]
-  answer_hours: 0.01
-  policy:
-    - {kind: noise, mechanism: attribute_conceal, epsilon: 10.0, per: batch}
-grid:
-  seeds: 12
-"""
+TINY = tiny_world(grid="  seeds: 12\n")
 """A sweep of 12 runs of a fraction of a second each."""
 
 LONG = """\

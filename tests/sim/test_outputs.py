@@ -16,28 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from worlds import tiny_world
 
 from biasleak.sim import executors
 from biasleak.sim.cli import main
 from biasleak.sim.runlog import LOG_NAME_BYTES
-
-TINY = """\
-name: {name}
-seed: 3
-horizon_days: 2
-data: {{dataset: synthetic, n: 80, minority: 8}}
-developers:
-  - id: mallory
-    organization: acme
-    strategy: {{kind: compressed_sensing, queries: 12, batch: 100000, prepare_hours: 0.1}}
-compliance:
-  metrics: [sp]
-  answer_hours: 0.01
-  policy:
-    - {{kind: noise, mechanism: {mechanism}, epsilon: {epsilon}, per: batch}}
-grid:
-  seeds: 2
-"""
 
 SLOWER = """\
 name: twice
@@ -67,7 +50,10 @@ def _scenario(
 ) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{stem}.yaml"
-    path.write_text(TINY.format(name=name, mechanism=mechanism, epsilon=epsilon), encoding="utf-8")
+    path.write_text(
+        tiny_world(name, mechanism=mechanism, epsilon=epsilon, grid="  seeds: 2\n"),
+        encoding="utf-8",
+    )
     return path
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from worlds import TINY
 
 from biasleak.sim._optional import MissingExtra, skipped
 from biasleak.sim.cli import main
@@ -33,21 +34,6 @@ from biasleak.sim.world import run_scenario
 REPO = Path(__file__).resolve().parents[2]
 PAPER_DIR = REPO / "scenarios" / "paper"
 
-TINY = """\
-name: tiny
-seed: 3
-horizon_days: 2
-data: {dataset: synthetic, n: 80, minority: 8}
-developers:
-  - id: mallory
-    organization: acme
-    strategy: {kind: compressed_sensing, queries: 12, batch: 100000, prepare_hours: 0.1}
-compliance:
-  metrics: [sp]
-  answer_hours: 0.01
-  policy:
-    - {kind: noise, mechanism: attribute_conceal, epsilon: 10.0, per: batch}
-"""
 
 GRID = """\
 grid:
