@@ -36,6 +36,7 @@ def test_some_shipped_scenarios_fit_models() -> None:
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+@pytest.mark.slow
 def test_cached_fits_give_the_same_log(path: Path, tmp_path: Path) -> None:
     with fresh_fits():
         fresh = _log(path, tmp_path / "fresh")

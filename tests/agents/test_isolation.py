@@ -427,6 +427,7 @@ BROKEN = {
 
 
 @pytest.mark.parametrize("case", list(BROKEN))
+@pytest.mark.slow
 def test_a_broken_plugin_is_a_strategy_error(case: str, tmp_path: Path) -> None:
     body, words = BROKEN[case]
     source = (

@@ -604,6 +604,7 @@ def test_dp_laplace_abs_sp_and_the_papers_too_small_sensitivity() -> None:
     assert worst_excess(paper_x, paper_y, eps, 0.0, grid) > Z
 
 
+@pytest.mark.slow
 def test_dp_attribute_conceal() -> None:
     # n = 10, N0 3 -> 2: the smooth sensitivity differs between S and S'
     n1, n0, eps, n = 7, 3, 1.0, 30_000
@@ -644,6 +645,7 @@ def test_dp_attribute_conceal() -> None:
     assert worst_excess(bad_x, bad_y, eps, 0.0, grid) > Z
 
 
+@pytest.mark.slow
 def test_dp_smooth_laplace() -> None:
     # n = 20, N0 3 -> 2; (eps, delta) = (0.5, 1e-4)
     n1, n0, eps, delta, n = 17, 3, 0.5, 1e-4, 10_000
@@ -686,6 +688,7 @@ def test_dp_smooth_laplace() -> None:
     assert worst_excess(bad_x, bad_y, eps, delta, grid) > Z
 
 
+@pytest.mark.slow
 def test_dp_gaussian_two_answers() -> None:
     # m = 2 identical models on the n = 5 pair: each answer moves by 3/4, l2 shift 3/4 sqrt(2)
     n1, n0, eps, delta, n = 3, 2, 1.0, 0.01, 200_000

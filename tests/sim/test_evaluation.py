@@ -195,6 +195,7 @@ about once in a hundred runs of this test, for a fixed seed never. Guesses that 
 scatter more; the check still catches any release that leaks far beyond what it is charged."""
 
 
+@pytest.mark.slow
 def test_measured_leakage_never_exceeds_the_ceiling(tmp_path: Path) -> None:
     text = (
         Path(__file__).resolve().parents[2].joinpath("scenarios", "paper_attacks.yaml").read_text()

@@ -113,6 +113,7 @@ WORDS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
     [(signal.SIGINT, 2), (signal.SIGTERM, 2), (signal.SIGINT, 1)],
     ids=["sigint-pool", "sigterm-pool", "sigint-serial"],
 )
+@pytest.mark.slow
 def test_a_stopped_sweep_keeps_what_finished_and_resumes_the_rest(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -155,6 +156,7 @@ def test_a_stopped_sweep_keeps_what_finished_and_resumes_the_rest(
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=["sigint", "sigterm"])
+@pytest.mark.slow
 def test_a_stopped_run_leaves_a_log_that_replay_calls_truncated(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], sig: signal.Signals
 ) -> None:
@@ -180,6 +182,7 @@ def test_a_stopped_run_leaves_a_log_that_replay_calls_truncated(
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=["sigint", "sigterm"])
+@pytest.mark.slow
 def test_a_stopped_compare_writes_the_rows_that_finished(
     tmp_path: Path, sig: signal.Signals
 ) -> None:

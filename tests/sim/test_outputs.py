@@ -328,6 +328,7 @@ def test_replay_of_a_truncated_log_still_says_truncated(
 # --- two writers of one log name ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_runs_of_one_scenario_and_seed_into_one_folder_both_keep_whole_logs(
     tmp_path: Path,
 ) -> None:

@@ -845,6 +845,7 @@ def test_schema_has_discriminated_unions() -> None:
     assert defs["CompressedSensingConfig"]["additionalProperties"] is False
 
 
+@pytest.mark.slow
 def test_cli_validate_good_files(capsys: pytest.CaptureFixture[str]) -> None:
     files = sorted(str(p) for p in SCENARIOS.glob("*.yaml"))
     assert main(["validate", *files]) == 0

@@ -88,6 +88,7 @@ def test_every_scenario_has_a_golden_summary() -> None:
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+@pytest.mark.slow
 def test_summary_matches_golden(path: Path, summaries: dict[str, dict[str, Any]]) -> None:
     summary = summaries[path.stem]
     golden = GOLDEN / f"{path.stem}.json"
@@ -122,6 +123,7 @@ def _red_team_digest(result: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("path", RED_TEAMS, ids=lambda p: p.stem)
+@pytest.mark.slow
 def test_red_team_matches_golden(path: Path, red_teams: dict[str, dict[str, Any]]) -> None:
     digest = _red_team_digest(red_teams[path.stem])
     golden = GOLDEN / f"{path.stem}.redteam.json"

@@ -499,6 +499,7 @@ def test_make_executor_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
     # which a loaded machine may reach; it says nothing about the results
     "ignore:Creating scratch directories is taking a surprisingly long time:UserWarning"
 )
+@pytest.mark.slow
 def test_dask_local_cluster_gives_the_serial_results(
     serial: tuple[Path, SweepResult], tmp_path: Path
 ) -> None:
@@ -1103,6 +1104,7 @@ grid:
 """
 
 
+@pytest.mark.slow
 def test_sweep_of_a_red_team_scenario_reports_the_strongest_attack(tmp_path: Path) -> None:
     path = _write(tmp_path, RED_SWEEP)
     result = run_sweep(path, out=tmp_path / "out", progress=None)

@@ -210,6 +210,7 @@ class _Quiet:
         raise AssertionError(f"{event}: {kw}")
 
 
+@pytest.mark.slow
 def test_no_agent_keeps_the_models_of_a_regenerating_attack() -> None:
     n, batch, queries = 2000, 50, 1000
     data = datasets.make_synthetic(n=n, n0=100, seed=1)

@@ -93,6 +93,7 @@ FULL_CASES: list[object] = [
 
 
 @pytest.mark.parametrize(("n", "n0", "epsilon", "delta"), FULL_CASES)
+@pytest.mark.slow
 def test_full_program_matches_the_symmetric_one(
     n: int, n0: int | None, epsilon: float, delta: float
 ) -> None:
@@ -136,6 +137,7 @@ def test_regression_values(case: tuple[int, int | None, float, float], value: fl
     assert opt(n, epsilon, delta, n0) == pytest.approx(value, abs=SAME)
 
 
+@pytest.mark.slow
 def test_the_team_figures_round_as_stated() -> None:
     assert round(100 * opt(3, 1.0, n0=1), 1) == 81.6
     assert round(100 * opt(10, 1.0, n0=2), 1) == 75.2

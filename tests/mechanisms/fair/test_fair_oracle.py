@@ -241,6 +241,7 @@ def test_adult_game_is_close_to_fairlearn(adult_split, gamma: float) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_noisy_game_approaches_the_non_private_one(train, held_out) -> None:
     xt, yt, at = held_out
     exact = score(yt, play(train, math.inf).predict_proba(xt), protected=at)

@@ -75,6 +75,7 @@ def _spawn(tmp_path: Path) -> tuple[Any, Path]:
     return child, out
 
 
+@pytest.mark.slow
 def test_a_full_play_through_by_keys(tmp_path: Path) -> None:
     pexpect = pytest.importorskip("pexpect")
     child, out = _spawn(tmp_path)
@@ -115,6 +116,7 @@ def test_a_full_play_through_by_keys(tmp_path: Path) -> None:
     assert "compressed_sensing" not in screen
 
 
+@pytest.mark.slow
 def test_ctrl_c_leaves_a_valid_log_and_a_partial_report(tmp_path: Path) -> None:
     from biasleak.sim.cli import main
 
