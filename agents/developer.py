@@ -34,8 +34,15 @@ from biasleak.agents.messages import (
     ServiceRequest,
     ServiceResult,
 )
-from biasleak.agents.strategies import AnswerInfo, Estimate, Stop, Strategy, Submit, Wait
-from biasleak.agents.strategies.base import RequestService
+from biasleak.agents.strategies import (
+    AnswerInfo,
+    Estimate,
+    RequestService,
+    Stop,
+    Strategy,
+    Submit,
+    Wait,
+)
 from biasleak.mechanisms.digests import array_digest
 from biasleak.mechanisms.digests import model_digest as policy_digest
 

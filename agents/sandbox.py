@@ -278,7 +278,7 @@ class Sandbox:
 
 def _handler(strategy: Any) -> dict[str, Any]:
     """The calls a child answers, bound to its strategy."""
-    from biasleak.agents.strategies.base import Stop, Submit, Wait
+    from biasleak.agents.strategies import Stop, Submit, Wait
 
     def next_action(now: float) -> dict[str, Any]:
         action = strategy.next_action(now)

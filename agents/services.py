@@ -48,9 +48,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from biasleak.agents.messages import Refusal, ServiceRequest, ServiceResult
-from biasleak.mechanisms.fair import dp_postprocess, run_oracle_learner
+from biasleak.mechanisms.fair import count_table, dp_postprocess, run_oracle_learner
 from biasleak.mechanisms.fair.oracle import CellTooSmall
-from biasleak.mechanisms.fair.postprocessing import count_table
 from biasleak.mechanisms.policy import (
     AuditSet,
     Decision,

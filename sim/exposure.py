@@ -36,19 +36,17 @@ from biasleak.agents.compliance import ReleaseRecord
 from biasleak.mechanisms.ceiling import (
     EO_FAMILY,
     Pair,
+    PersonLedger,
     ReleaseSpec,
     balanced_accuracy_from_tv,
+    flip_shifts,
     float_error,
     laplace_units,
     person_bounds,
+    reference_shifts,
     release_pairs,
 )
-from biasleak.mechanisms.ceiling._individual import (
-    PersonLedger,
-    flip_shifts,
-    reference_shifts,
-    shift_levels,
-)
+from biasleak.mechanisms.ceiling._individual import shift_levels
 
 __all__ = ["EXPOSED_LEVELS", "MOST_EXPOSED", "Exposure", "service_specs"]
 

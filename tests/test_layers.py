@@ -68,3 +68,62 @@ def test_every_module_imports() -> None:
             if info.name.endswith("__main__"):
                 continue
             importlib.import_module(info.name)
+
+
+def _module_name(path: Path) -> str:
+    """The dotted name of an installed module of biasleak."""
+    for package in (biasleak.mechanisms, biasleak.agents, biasleak.sim):
+        root = Path(package.__file__).parent  # type: ignore[arg-type]
+        if path.is_relative_to(root):
+            parts = [p for p in path.relative_to(root).with_suffix("").parts if p != "__init__"]
+            return ".".join([package.__name__, *parts])
+    raise AssertionError(f"{path} is not a module of biasleak")
+
+
+def _exported() -> dict[tuple[str, str], str]:
+    """(defining module, name) -> the package whose ``__init__`` exports it (in ``__all__``)."""
+    out = {}
+    for package in (biasleak.mechanisms, biasleak.agents, biasleak.sim):
+        for path in _modules(package):
+            if path.name != "__init__.py":
+                continue
+            mod = _module_name(path)
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            exported: set[str] = set()
+            for node in tree.body:
+                target = node.targets[0] if isinstance(node, ast.Assign) else None
+                if isinstance(target, ast.Name) and target.id == "__all__":
+                    exported = {e.value for e in node.value.elts}  # type: ignore[attr-defined]
+            for node in tree.body:
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(mod + "."):
+                    for alias in node.names:
+                        if alias.name in exported and alias.asname is None:
+                            out[(node.module, alias.name)] = mod  # type: ignore[index]
+    return out
+
+
+EXPORTED = _exported()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [*_modules(biasleak.mechanisms), *_modules(biasleak.agents), *_modules(biasleak.sim)],
+    ids=lambda p: p.name,
+)
+def test_one_import_path_per_name(path: Path) -> None:
+    """A name a package exports is imported from the package everywhere outside it (its own
+    modules import each other, which keeps the package free of cycles)."""
+    me = _module_name(path)
+    wrong = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                package = EXPORTED.get((node.module, alias.name))
+                if package and me != package and not me.startswith(package + "."):
+                    wrong.append(f"{alias.name} from {node.module} (import it from {package})")
+    assert not wrong, f"{me}: {wrong}"
+
+
+def test_the_import_path_check_sees_the_packages_exports() -> None:
+    assert EXPORTED[("biasleak.mechanisms.policy.budget", "Budget")] == "biasleak.mechanisms.policy"
+    assert ("biasleak.mechanisms.policy._state", "ModelHistory") in EXPORTED

@@ -97,7 +97,8 @@ from biasleak.agents.strategies.base import (
     StrategyConfig,
     Wait,
 )
-from biasleak.mechanisms.fair.budget import ACCOUNTANTS, laplace_vector, per_round_epsilon
+from biasleak.mechanisms.fair import laplace_vector, per_round_epsilon
+from biasleak.mechanisms.fair.budget import ACCOUNTANTS
 from biasleak.mechanisms.fair.oracle import auditor_sensitivity, learner_sensitivity
 
 __all__ = [

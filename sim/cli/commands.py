@@ -134,7 +134,7 @@ def _privacy_audit(scenario: Any, args: argparse.Namespace, red: Any = None) -> 
 
     strongest = None if red is None or red.strongest is None else red.strongest.get("kind")
     if strongest is not None:
-        from biasleak.sim.redteam.plan import plan_attacks
+        from biasleak.sim.redteam import plan_attacks
 
         seed = scenario.seed if args.seed is None else int(args.seed)
         plans = plan_attacks(scenario.model_copy(update={"seed": seed}), [strongest])
@@ -303,8 +303,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     """``biasleak replay``: 0 when the rebuilt summary equals the stored one, 1 when it differs
     or the log is truncated (no summary line: the run did not finish)."""
     from biasleak.sim.report import format_run
-    from biasleak.sim.runlog import dumps, jsonable
-    from biasleak.sim.runlog.read import LogFormatError, read_log
+    from biasleak.sim.runlog import LogFormatError, dumps, jsonable, read_log
     from biasleak.sim.summary import summarize
 
     try:

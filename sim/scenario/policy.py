@@ -37,8 +37,8 @@ from biasleak.agents.services import (
 )
 from biasleak.mechanisms import policy as pol
 from biasleak.mechanisms._tagged import tagged_union
+from biasleak.mechanisms.fair import MIXTURES
 from biasleak.mechanisms.fair.budget import ACCOUNTANTS
-from biasleak.mechanisms.fair.oracle import MIXTURES
 from biasleak.mechanisms.metrics import METRICS, NOISY_METRICS
 from biasleak.mechanisms.policy import STAGES, Stage
 from biasleak.mechanisms.policy.noise import MIN_EPSILON

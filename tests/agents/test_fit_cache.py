@@ -52,7 +52,7 @@ def test_cached_fits_give_the_same_log(path: Path, tmp_path: Path) -> None:
 
 def test_a_cached_subsample_leaves_the_random_stream_where_a_fresh_fit_leaves_it() -> None:
     # a subsample smaller than the training split draws from the developer's stream
-    from biasleak.agents.strategies.base import DeveloperContext
+    from biasleak.agents.strategies import DeveloperContext
     from biasleak.agents.strategies.honest import HonestSelection, HonestSelectionConfig
     from biasleak.sim import datasets
 

@@ -23,8 +23,7 @@ import numpy as np
 import pytest
 
 from biasleak.agents.sandbox import PluginError, read_reply, write_reply
-from biasleak.agents.strategies import STRATEGIES, DeveloperContext, Strategy
-from biasleak.agents.strategies.plugin import PluginConfig
+from biasleak.agents.strategies import STRATEGIES, DeveloperContext, PluginConfig, Strategy
 from biasleak.sim.datasets._uci import SANDBOXED
 from biasleak.sim.scenario import ScenarioError, parse_scenario
 from biasleak.sim.world import developer_context, run_scenario

@@ -20,10 +20,16 @@ import pytest
 from pydantic import ValidationError
 
 from biasleak.agents.public import PublicData, PublicView
-from biasleak.agents.strategies import STRATEGIES, AnswerInfo, DeveloperContext, Stop, Submit
-from biasleak.agents.strategies.fp_probe import (
+from biasleak.agents.strategies import (
+    STRATEGIES,
+    AnswerInfo,
+    DeveloperContext,
     FpProbe,
     FpProbeConfig,
+    Stop,
+    Submit,
+)
+from biasleak.agents.strategies.fp_probe import (
     laplace_noise_from_index,
     laplace_reachable,
     noise_interval,

@@ -22,7 +22,7 @@ from biasleak.agents.strategies.service_attacks import (
 )
 from biasleak.mechanisms.fair import dp_postprocess, run_oracle_learner
 from biasleak.mechanisms.fair.oracle import lagrangian_costs
-from biasleak.sim.redteam.plan import plan_attacks
+from biasleak.sim.redteam import plan_attacks
 from biasleak.sim.scenario import ATTACK_KINDS, parse_scenario
 from biasleak.sim.world import developer_context, run_scenario
 

@@ -56,12 +56,13 @@ from scipy import integrate, stats
 from biasleak.mechanisms.ceiling import (
     AuditSizes,
     Pair,
+    PersonLedger,
     ReleaseSpec,
     ceilings,
     compose,
+    flip_shifts,
     person_bounds,
 )
-from biasleak.mechanisms.ceiling._individual import PersonLedger, flip_shifts
 from biasleak.mechanisms.sensitivity import global_sensitivity, smooth_sensitivity
 
 TOLERANCE = 1e-6

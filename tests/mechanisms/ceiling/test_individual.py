@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 
 from biasleak.mechanisms import metrics
-from biasleak.mechanisms.ceiling import SATURATION, Pair, person_bounds
-from biasleak.mechanisms.ceiling._individual import (
-    LEVEL_RATIO,
+from biasleak.mechanisms.ceiling import (
+    EO_FAMILY,
+    SATURATION,
+    Pair,
     PersonLedger,
     flip_shifts,
-    level_value,
+    person_bounds,
     reference_shifts,
-    shift_levels,
 )
-from biasleak.mechanisms.ceiling._releases import EO_FAMILY
+from biasleak.mechanisms.ceiling._individual import LEVEL_RATIO, level_value, shift_levels
 
 
 def audit(n: int, n0: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 
 from biasleak.mechanisms.accounting import drv_composition
-from biasleak.mechanisms.fair import oracle
-from biasleak.mechanisms.fair.evaluation import score
+from biasleak.mechanisms.fair import oracle, run_oracle_learner, score
 from biasleak.mechanisms.fair.oracle import (
     CELL_TOO_SMALL,
     auditor_sensitivity,
@@ -26,7 +25,6 @@ from biasleak.mechanisms.fair.oracle import (
     laplace_vector,
     learner_sensitivity,
     per_round_epsilon,
-    run_oracle_learner,
 )
 
 GAMMA = 0.02

@@ -981,7 +981,7 @@ def _closest_every_pair(h: NDArray[np.float64], past: NDArray[np.float32], thres
 def test_near_duplicate_pruning_finds_what_every_pair_finds(
     seed: int, models: int, stored: int, threshold: float, soft: bool
 ) -> None:
-    from biasleak.mechanisms.policy._state import ModelHistory
+    from biasleak.mechanisms.policy import ModelHistory
     from biasleak.mechanisms.policy.refuse_rules import _closest
 
     rng = np.random.default_rng(seed)
