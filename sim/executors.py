@@ -34,8 +34,16 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, as_completed
+from collections import deque
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+    as_completed,
+    wait,
+)
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
@@ -43,6 +51,7 @@ from biasleak.sim._optional import MissingExtra, require
 
 __all__ = [
     "ExecutorKind",
+    "Lanes",
     "Terminated",
     "close_executor",
     "make_executor",
@@ -123,6 +132,44 @@ def _worker_init(threads: int) -> None:
     limit_native_threads(threads)
 
 
+class Lanes(Executor):
+    """Worker processes with a queue each, so that related jobs run in the same process.
+
+    A job of a group (e.g. the sweep points of one data draw) goes, when it can, to the process
+    that ran the group's other jobs, and finds there what they left in the per-process caches
+    (the data, the base model, the fitted candidates); :func:`run_each` hands out the jobs one
+    per lane at a time and a lane with nothing left of its group takes a group nobody works on,
+    or shares the largest one rather than wait. A plain :meth:`submit` goes to the lane with the
+    fewest jobs.
+    """
+
+    def __init__(self, workers: int, threads: int) -> None:
+        self.lanes = [
+            ProcessPoolExecutor(max_workers=1, initializer=_worker_init, initargs=(threads,))
+            for _ in range(workers)
+        ]
+        self._load = [0] * workers
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        lane = min(range(len(self.lanes)), key=lambda k: self._load[k])
+        return self.submit_to(lane, fn, *args, **kwargs)
+
+    def submit_to(self, lane: int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """Run ``fn(*args, **kwargs)`` in lane ``lane``'s process."""
+        future = self.lanes[lane].submit(fn, *args, **kwargs)
+        self._load[lane] += 1
+
+        def done(_: Future[T]) -> None:
+            self._load[lane] -= 1
+
+        future.add_done_callback(done)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        for lane in self.lanes:
+            lane.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
 def make_executor(
     kind: ExecutorKind | str, *, workers: int, address: str | None = None
 ) -> tuple[Executor, Any]:
@@ -136,10 +183,7 @@ def make_executor(
     """
     threads = native_threads(workers)
     if kind == "process":
-        executor = ProcessPoolExecutor(
-            max_workers=workers, initializer=_worker_init, initargs=(threads,)
-        )
-        return executor, None
+        return Lanes(workers, threads), None
     if kind == "dask":
         try:
             distributed = require("distributed")
@@ -190,6 +234,11 @@ def stop_executor(executor: Executor | None, client: Any = None) -> None:
     if executor is None:
         _close_client(client)
         return
+    if isinstance(executor, Lanes):
+        for lane in executor.lanes:
+            stop_executor(lane)
+        _close_client(client)
+        return
     with shielded():
         # the pool forgets its processes on shutdown: take them first
         processes = list((getattr(executor, "_processes", None) or {}).values())
@@ -237,9 +286,14 @@ def run_each(
     *,
     keep: Callable[[T], None],
     started: Callable[[int], None] | None = None,
+    groups: Sequence[Hashable] | None = None,
 ) -> None:
     """Run ``fn(*job)`` for every job through the executor and ``keep`` each result as its job
     finishes (in the order they finish); ``started`` is told how many jobs were submitted.
+
+    On :class:`Lanes`, jobs are handed out one per lane at a time, a job going where the other
+    jobs of its group (``groups``, one key per job; each job its own group without it) ran; on
+    any other executor every job is submitted at once.
 
     When anything stops the loop (Ctrl-C above all), the jobs not yet started are cancelled and
     the results of jobs that finished meanwhile are kept before the exception goes on; stopping
@@ -248,6 +302,9 @@ def run_each(
     futures: list[Future[T]] = []
     kept: set[Future[T]] = set()
     try:
+        if isinstance(executor, Lanes):
+            _run_lanes(executor, fn, jobs, groups, keep, started, futures, kept)
+            return
         for job in jobs:
             futures.append(executor.submit(fn, *job))
         if started is not None:
@@ -267,6 +324,59 @@ def run_each(
                 if future.exception() is None:
                     keep(future.result())
         raise
+
+
+def _run_lanes(
+    lanes: Lanes,
+    fn: Callable[..., T],
+    jobs: Sequence[tuple[Any, ...]],
+    groups: Sequence[Hashable] | None,
+    keep: Callable[[T], None],
+    started: Callable[[int], None] | None,
+    futures: list[Future[T]],
+    kept: set[Future[T]],
+) -> None:
+    """:func:`run_each` on lanes: one job in flight per lane, chosen by group."""
+    keys = list(groups) if groups is not None else list(range(len(jobs)))
+    if len(keys) != len(jobs):
+        raise ValueError(f"groups must name one group per job ({len(jobs)}); got {len(keys)}")
+    waiting: dict[Hashable, deque[int]] = {}
+    for index, key in enumerate(keys):
+        waiting.setdefault(key, deque()).append(index)
+    working: list[Hashable | None] = [None] * len(lanes.lanes)
+    lane_of: dict[Future[T], int] = {}
+
+    def next_job(lane: int) -> int | None:
+        own = working[lane]
+        if own is None or not waiting.get(own):
+            busy = {g for k, g in enumerate(working) if k != lane}
+            left = [g for g, q in waiting.items() if q]
+            if not left:
+                return None
+            free = [g for g in left if g not in busy]
+            # a group nobody works on, else the largest one (shared rather than wait)
+            own = free[0] if free else max(left, key=lambda g: len(waiting[g]))
+            working[lane] = own
+        return waiting[own].popleft()
+
+    def hand_out(lane: int) -> None:
+        index = next_job(lane)
+        if index is not None:
+            future = lanes.submit_to(lane, fn, *jobs[index])
+            futures.append(future)
+            lane_of[future] = lane
+
+    for lane in range(len(lanes.lanes)):
+        hand_out(lane)
+    if started is not None:
+        started(len(lane_of))
+    while lane_of:
+        done, _ = wait(list(lane_of), return_when=FIRST_COMPLETED)
+        for future in done:
+            lane = lane_of.pop(future)
+            kept.add(future)  # marked first, as in run_each
+            keep(future.result())
+            hand_out(lane)
 
 
 def _in_main_thread() -> bool:

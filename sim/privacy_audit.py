@@ -55,7 +55,6 @@ instead of the real release, to see the audit catch a broken mechanism.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable
@@ -700,7 +699,7 @@ def audit_scenario(
         Probability with which all the report's lower bounds hold at once (Bonferroni).
     """
     from biasleak.sim.world import rng_for
-    from biasleak.sim.world.data import prepared
+    from biasleak.sim.world.data import draw_key, prepared
 
     started = time.perf_counter()
     if isinstance(trials, bool) or not isinstance(trials, int) or not 4 <= trials <= MAX_TRIALS:
@@ -713,9 +712,7 @@ def audit_scenario(
     resolved = scenario.model_copy(update={"seed": run_seed})
     policy = resolved.compliance.build_policy()
     noise = policy.noise
-    data_cfg = resolved.data.model_dump(mode="json", exclude_none=True)
-    data_seed = resolved.data.seed if resolved.data.seed is not None else run_seed
-    shared = prepared(json.dumps(data_cfg, sort_keys=True), data_seed, resolved.model.C)
+    shared = prepared(*draw_key(resolved, run_seed))
     data, h0 = shared[0], shared[1]
     protected = np.asarray(data.protected, dtype=np.bool_)
     labels = np.asarray(data.public.audit.labels, dtype=np.bool_)

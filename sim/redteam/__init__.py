@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from biasleak.agents.strategies import HONEST_KINDS
+from biasleak.sim.executors import run_each
 from biasleak.sim.redteam.plan import AttackPlan, plan_attacks, world_of
 from biasleak.sim.redteam.tables import format_red_team, format_strongest
 from biasleak.sim.safety import CEILING_KEYS, person_bound, policy_ceilings
@@ -58,6 +59,13 @@ __all__ = [
     "strongest_over_runs",
     "world_of",
 ]
+
+
+def _run_named(
+    kind: str, world: dict[str, Any], seed: int, log_dir: str
+) -> tuple[str, dict[str, Any]]:
+    """``(kind, summary)`` of one attack's world (a job of :func:`run_red_team`)."""
+    return kind, _run_world(world, seed, log_dir)
 
 
 def _run_world(world: dict[str, Any], seed: int, log_dir: str) -> dict[str, Any]:
@@ -197,11 +205,9 @@ def run_red_team(
         from biasleak.sim.world import warm_fits
 
         warm_fits(resolved)  # before the first submit forks the workers: they inherit them
-        futures = {
-            kind: executor.submit(_run_world, world, run_seed, str(log_dir))
-            for kind, world in worlds.items()
-        }
-        summaries = {kind: future.result() for kind, future in futures.items()}
+        jobs = [(kind, world, run_seed, str(log_dir)) for kind, world in worlds.items()]
+        run_each(executor, _run_named, jobs, keep=lambda done: summaries.update([done]))
+        summaries = {kind: summaries[kind] for kind in worlds}  # in plan order
     records = []
     for plan in plans:
         if plan.applicable:

@@ -168,6 +168,14 @@ def expand(
     return tasks
 
 
+def task_draw(task: Task) -> tuple[str, int, float]:
+    """The data draw a task's run makes (:func:`~biasleak.sim.world.data.draw_key`): the runs
+    of one draw go to the same worker when they can, and share its data and fits there."""
+    from biasleak.sim.world.data import draw_key
+
+    return draw_key(Scenario.model_validate(task.scenario), task.seed)
+
+
 def run_task(task: Task, log_dir: str) -> dict[str, Any]:
     """Run one task (in a worker); never raises: a failure becomes a row with its error."""
     from biasleak.sim.world import run_scenario
@@ -371,6 +379,7 @@ def run_sweep(
                         [(task, log_dir) for task in todo],
                         keep=keep,
                         started=lambda n: progress_line.show(min(n, workers)),
+                        groups=[task_draw(task) for task in todo],
                     )
         except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: keep what finished, then stop
             stopped = err

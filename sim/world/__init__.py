@@ -30,7 +30,6 @@ log.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
@@ -56,7 +55,7 @@ from biasleak.sim.exposure import Exposure
 from biasleak.sim.runlog import RunLog, jsonable, read_log
 from biasleak.sim.scenario import Scenario, scenario_hash
 from biasleak.sim.summary import summarize
-from biasleak.sim.world.data import encoded, prepared
+from biasleak.sim.world.data import draw_key, encoded, prepared
 from biasleak.sim.world.scoring import evaluate_services, uses_services
 from biasleak.sim.world.tap import Tapped
 
@@ -104,11 +103,7 @@ def developer_context(
     that :func:`run_scenario` hands it; nothing in it holds the audit set's attribute.
     """
     run_seed = scenario.seed if seed is None else int(seed)
-    data_cfg = scenario.data.model_dump(mode="json", exclude_none=True)
-    data_seed = scenario.data.seed if scenario.data.seed is not None else run_seed
-    data, h0, _, proxy, _, _ = prepared(
-        json.dumps(data_cfg, sort_keys=True), data_seed, scenario.model.C
-    )
+    data, h0, _, proxy, _, _ = prepared(*draw_key(scenario, run_seed))
     return DeveloperContext(
         data.public,
         h0,
@@ -127,11 +122,7 @@ def warm_fits(scenario: Scenario) -> None:
     developers' candidates (kept per process by :func:`biasleak.agents.models.cached_fit`).
     Worker processes forked afterwards start with them instead of each fitting them again;
     nothing else changes."""
-    data_cfg = scenario.data.model_dump(mode="json", exclude_none=True)
-    data_seed = scenario.data.seed if scenario.data.seed is not None else scenario.seed
-    data, h0, _, proxy, _, _ = prepared(
-        json.dumps(data_cfg, sort_keys=True), data_seed, scenario.model.C
-    )
+    data, h0, _, proxy, _, _ = prepared(*draw_key(scenario, scenario.seed))
     honest = [d for d in scenario.developers if d.strategy.kind in _SHARED_FITS]
     if honest:
         _build_developers(scenario.model_copy(update={"developers": honest}), data, h0, proxy)
@@ -345,11 +336,8 @@ class World:
         resolved = scenario.model_copy(update={"seed": run_seed})
         self.resolved = resolved
         """The scenario with the run's seed."""
-        data_cfg = resolved.data.model_dump(mode="json", exclude_none=True)
-        data_seed = resolved.data.seed if resolved.data.seed is not None else run_seed
-        data, h0, base_accuracy, proxy, proxy_baseline, proxy_p = prepared(
-            json.dumps(data_cfg, sort_keys=True), data_seed, resolved.model.C
-        )
+        draw = draw_key(resolved, run_seed)
+        data, h0, base_accuracy, proxy, proxy_baseline, proxy_p = prepared(*draw)
         self.data = data
         """The loaded data (the audit set's attribute included: sim-side only)."""
         self.h0 = h0
@@ -379,9 +367,7 @@ class World:
         try:
             self.encoded = None
             if uses_services(resolved):
-                self.encoded = encoded(
-                    json.dumps(data_cfg, sort_keys=True), data_seed, resolved.model.C
-                )
+                self.encoded = encoded(*draw)
             self.agents = _assemble(
                 env, resolved, data, self.built, self._loggers, self.encoded, frozenset(deferred)
             )

@@ -23,7 +23,7 @@ from biasleak.agents.strategies.adaptive import proxy_estimate, proxy_scores
 from biasleak.sim import datasets
 from biasleak.sim.evaluation import leakage
 
-__all__ = ["dense", "encoded", "frozen_view", "immutable", "prepared"]
+__all__ = ["dense", "draw_key", "encoded", "frozen_view", "immutable", "prepared"]
 
 
 def immutable(array: np.ndarray) -> np.ndarray:
@@ -46,6 +46,15 @@ def immutable(array: np.ndarray) -> np.ndarray:
 def frozen_view(view: PublicView) -> PublicView:
     view.features.flags.writeable = False  # object array: see _immutable
     return replace(view, labels=immutable(view.labels))
+
+
+def draw_key(scenario: Any, run_seed: int) -> tuple[str, int, float]:
+    """What a run's data draw depends on: ``(data config as JSON, data seed, C)``, the
+    arguments of :func:`prepared` and :func:`encoded`. Runs with the same key share the data,
+    the base model and the proxy (and the fits made on them) in one process."""
+    data_cfg = scenario.data.model_dump(mode="json", exclude_none=True)
+    data_seed = scenario.data.seed if scenario.data.seed is not None else int(run_seed)
+    return json.dumps(data_cfg, sort_keys=True), data_seed, scenario.model.C
 
 
 @lru_cache(maxsize=8)

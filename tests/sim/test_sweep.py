@@ -25,6 +25,7 @@ from worlds import TINY
 
 from biasleak.sim._optional import MissingExtra, skipped
 from biasleak.sim.cli import main
+from biasleak.sim.executors import Lanes
 from biasleak.sim.report import PAPER, batch_errors, write_report
 from biasleak.sim.runlog import jsonable
 from biasleak.sim.scenario import Scenario, ScenarioError, load_scenario, read_yaml
@@ -479,7 +480,7 @@ def test_process_pool_gives_the_serial_results(
 def test_make_executor_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
     pool, closer = make_executor("process", workers=2)
     try:
-        assert isinstance(pool, ProcessPoolExecutor)
+        assert isinstance(pool, Lanes) and len(pool.lanes) == 2
         assert closer is None
     finally:
         pool.shutdown()
