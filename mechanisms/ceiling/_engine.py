@@ -46,7 +46,7 @@ from typing import Any, Final
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from biasleak.mechanisms.ceiling._pairs import Discretized, Pair, connect_the_dots
 
@@ -184,6 +184,12 @@ NOTHING: Final = Law(np.zeros(1), np.ones(1), 0.0, 0.0)
 """The law of no release at all (the two worlds are the same)."""
 
 
+_CONTROLLERS: list[ThreadpoolController] = []
+"""The native thread pools, found once (looking them up costs milliseconds per call once
+scikit-learn and SciPy are loaded); NumPy's BLAS, which the products here use, is loaded before
+any call."""
+
+
 def _one_blas_thread(function: Callable[..., Any]) -> Callable[..., Any]:
     """Run ``function`` with one BLAS thread: a matrix product split over threads sums in
     another order, and the same run must give the same bits on any machine (same scenario and
@@ -191,7 +197,9 @@ def _one_blas_thread(function: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with threadpool_limits(limits=1, user_api="blas"):
+        if not _CONTROLLERS:
+            _CONTROLLERS.append(ThreadpoolController())
+        with _CONTROLLERS[0].limit(limits=1, user_api="blas"):
             return function(*args, **kwargs)
 
     return wrapper
