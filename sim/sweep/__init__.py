@@ -345,6 +345,9 @@ def run_sweep(
             with record.open("a", encoding="utf-8") as fix:
                 fix.write("\n")
     pooled = executor is not None or workers > 1
+    groups = [task_draw(task) for task in todo] if pooled else []
+    if pooled:  # the workers fork at their first job: they inherit the simulator's imports
+        import biasleak.sim.world  # noqa: F401
     stopped: KeyboardInterrupt | None = None
     with record.open("a", encoding="utf-8") as fh:
 
@@ -379,7 +382,7 @@ def run_sweep(
                         [(task, log_dir) for task in todo],
                         keep=keep,
                         started=lambda n: progress_line.show(min(n, workers)),
-                        groups=[task_draw(task) for task in todo],
+                        groups=groups,
                     )
         except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM: keep what finished, then stop
             stopped = err
