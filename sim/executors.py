@@ -50,6 +50,7 @@ from typing import Any, Literal, TypeVar
 from biasleak.sim._optional import MissingExtra, require
 
 __all__ = [
+    "Dispatch",
     "ExecutorKind",
     "Lanes",
     "Terminated",
@@ -326,6 +327,30 @@ def run_each(
         raise
 
 
+class Dispatch:
+    """Which job a free lane runs next: one of its group's, else the first group nobody works
+    on, else one of the largest group's (shared rather than wait); ``None`` when none is left."""
+
+    def __init__(self, keys: Sequence[Hashable], lanes: int) -> None:
+        self.waiting: dict[Hashable, deque[int]] = {}
+        for index, key in enumerate(keys):
+            self.waiting.setdefault(key, deque()).append(index)
+        self.working: list[Hashable | None] = [None] * lanes
+        """The group each lane works on."""
+
+    def next_job(self, lane: int) -> int | None:
+        own = self.working[lane]
+        if own is None or not self.waiting.get(own):
+            busy = {g for k, g in enumerate(self.working) if k != lane}
+            left = [g for g, q in self.waiting.items() if q]
+            if not left:
+                return None
+            free = [g for g in left if g not in busy]
+            own = free[0] if free else max(left, key=lambda g: len(self.waiting[g]))
+            self.working[lane] = own
+        return self.waiting[own].popleft()
+
+
 def _run_lanes(
     lanes: Lanes,
     fn: Callable[..., T],
@@ -340,27 +365,11 @@ def _run_lanes(
     keys = list(groups) if groups is not None else list(range(len(jobs)))
     if len(keys) != len(jobs):
         raise ValueError(f"groups must name one group per job ({len(jobs)}); got {len(keys)}")
-    waiting: dict[Hashable, deque[int]] = {}
-    for index, key in enumerate(keys):
-        waiting.setdefault(key, deque()).append(index)
-    working: list[Hashable | None] = [None] * len(lanes.lanes)
+    dispatch = Dispatch(keys, len(lanes.lanes))
     lane_of: dict[Future[T], int] = {}
 
-    def next_job(lane: int) -> int | None:
-        own = working[lane]
-        if own is None or not waiting.get(own):
-            busy = {g for k, g in enumerate(working) if k != lane}
-            left = [g for g, q in waiting.items() if q]
-            if not left:
-                return None
-            free = [g for g in left if g not in busy]
-            # a group nobody works on, else the largest one (shared rather than wait)
-            own = free[0] if free else max(left, key=lambda g: len(waiting[g]))
-            working[lane] = own
-        return waiting[own].popleft()
-
     def hand_out(lane: int) -> None:
-        index = next_job(lane)
+        index = dispatch.next_job(lane)
         if index is not None:
             future = lanes.submit_to(lane, fn, *jobs[index])
             futures.append(future)
