@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Final
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from biasleak.mechanisms._validation import check_epsilon
 from biasleak.mechanisms.audit import rate_difference, release_counts_and_totals
 from biasleak.mechanisms.digests import model_digest
 from biasleak.mechanisms.policy import Pending, Refused
@@ -96,6 +97,9 @@ class AuditPublication:
     rng: np.random.Generator
     kind: ClassVar[str] = "audit_rates"
     """What is published (the request's ``metric``)."""
+
+    def __post_init__(self) -> None:
+        self.epsilon = check_epsilon(self.epsilon, allow_inf=False)
 
     @property
     def cost(self) -> tuple[float, float]:

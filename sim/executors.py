@@ -149,21 +149,21 @@ class Lanes(Executor):
             ProcessPoolExecutor(max_workers=1, initializer=_worker_init, initargs=(threads,))
             for _ in range(workers)
         ]
-        self._load = [0] * workers
+        self._given: list[list[Future[Any]]] = [[] for _ in range(workers)]
+
+    def _load(self, lane: int) -> int:
+        """Jobs of ``lane`` not finished yet (the finished ones are forgotten)."""
+        self._given[lane] = [f for f in self._given[lane] if not f.done()]
+        return len(self._given[lane])
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        lane = min(range(len(self.lanes)), key=lambda k: self._load[k])
+        lane = min(range(len(self.lanes)), key=self._load)
         return self.submit_to(lane, fn, *args, **kwargs)
 
     def submit_to(self, lane: int, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Run ``fn(*args, **kwargs)`` in lane ``lane``'s process."""
         future = self.lanes[lane].submit(fn, *args, **kwargs)
-        self._load[lane] += 1
-
-        def done(_: Future[T]) -> None:
-            self._load[lane] -= 1
-
-        future.add_done_callback(done)
+        self._given[lane].append(future)
         return future
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:

@@ -180,3 +180,9 @@ def test_a_publication_enters_every_readers_ceiling(small_audit: AuditSet, event
     without = Exposure(small_audit.protected, small_audit.labels, log)
     without.finish([{"id": "pat", "organization": "o1"}])
     assert log.of("exposure")[-1]["person"] == 50.0
+
+
+@pytest.mark.parametrize("epsilon", [0.0, -1.0, math.inf, math.nan, "1"])
+def test_a_publication_needs_a_finite_positive_epsilon(epsilon: Any, small_audit: AuditSet) -> None:
+    with pytest.raises(ValueError, match="epsilon"):
+        AuditPublication(epsilon, _model(small_audit), np.random.default_rng(0))
